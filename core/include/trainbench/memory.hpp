@@ -1,0 +1,51 @@
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace trainbench {
+
+// Categories the engine's allocator counts. master_weights holds the fp32 copy only when
+// training in 16-bit precision (then `parameters` holds the 16-bit working copy).
+enum class MemoryCategory : int {
+    parameters,
+    gradients,
+    optimizer_state,
+    master_weights,
+    activations,
+    workspace,
+    cache,  // freed blocks kept for reuse (not live), released by empty-cache
+    count
+};
+inline constexpr int kMemoryCategoryCount = static_cast<int>(MemoryCategory::count);
+using BytesByCategory = std::array<int64_t, kMemoryCategoryCount>;
+
+std::string_view to_string(MemoryCategory);
+
+inline int64_t sum_bytes(const BytesByCategory& bytes) {
+    int64_t total = 0;
+    for (auto b : bytes) total += b;
+    return total;
+}
+
+// What the engine's allocator holds, read after an update. "Live" excludes the cache;
+// "reserved" is live + cache, what a device would have taken from the system.
+struct MemoryReport {
+    BytesByCategory current{};      // bytes held now (after the update)
+    BytesByCategory update_peak{};  // per category, the most held at any moment of the last update
+    BytesByCategory peak{};         // per category, the most held since the run began
+    int64_t update_live_peak = 0;   // most live bytes at once during the last update
+    int64_t live_peak = 0;          // most live bytes at once since the run began
+    int64_t reserved = 0;           // live + cache now
+    int64_t reserved_peak = 0;      // most live + cache at once since the run began
+
+    int64_t bytes(MemoryCategory c) const { return current[static_cast<int>(c)]; }
+    int64_t update_peak_bytes(MemoryCategory c) const { return update_peak[static_cast<int>(c)]; }
+    int64_t peak_bytes(MemoryCategory c) const { return peak[static_cast<int>(c)]; }
+    int64_t live() const { return reserved - bytes(MemoryCategory::cache); }
+};
+
+// Resident set size of this process from /proc/self/statm (no heap use); 0 where unavailable.
+int64_t process_rss_bytes();
+
+}  // namespace trainbench

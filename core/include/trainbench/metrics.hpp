@@ -1,0 +1,40 @@
+#pragma once
+#include <cstdint>
+#include <limits>
+
+#include "trainbench/memory.hpp"
+
+namespace trainbench {
+
+// One optimizer update. Plain data, no heap: emitted from the hot loop.
+struct StepMetrics {
+    int64_t update = 0;            // 1-based index of this update in the run
+    int64_t epoch = 0;             // 1-based epoch the update belongs to
+    int64_t samples_seen = 0;      // training samples consumed so far, this update included
+    double wall_seconds = 0.0;     // since the run started (monotonic)
+    double loss = 0.0;             // sum of per-sample losses of the global batch / its samples
+    double learning_rate = 0.0;    // used for this update
+    double grad_norm = 0.0;        // global L2 norm of the gradients before clipping
+    double update_ms = 0.0;        // wall time of the whole update, all micro-batches
+    double samples_per_second = 0.0;  // this update's samples / update_ms
+    int64_t batch_samples = 0;     // samples in this update's global batch
+    double loss_scale = 1.0;       // fp16 dynamic loss scale used for this update
+    bool skipped = false;          // fp16: gradients overflowed, update skipped
+    int64_t skipped_updates = 0;   // running count
+    MemoryReport memory;           // engine allocator by category
+    int64_t rss_bytes = 0;         // process resident set size
+    int64_t device_used_bytes = 0; // CUDA: cudaMemGetInfo total - free; 0 on CPU
+    int64_t device_total_bytes = 0;
+};
+
+struct EpochMetrics {
+    int64_t epoch = 0;
+    int64_t update = 0;            // updates done when the epoch ended
+    double train_loss = 0.0;       // sample-weighted mean over the epoch's updates
+    double val_loss = std::numeric_limits<double>::quiet_NaN();
+    double val_accuracy = std::numeric_limits<double>::quiet_NaN();  // classification only
+    int64_t val_samples = 0;
+    double wall_seconds = 0.0;
+};
+
+}  // namespace trainbench

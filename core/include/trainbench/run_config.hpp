@@ -1,0 +1,108 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainbench {
+
+enum class Activation { relu, gelu, tanh, sigmoid };
+enum class OptimizerKind { sgd, adam, adamw, rmsprop, adagrad };
+// Decay shape after warmup; warmup_steps > 0 combines a linear warmup with any of them.
+enum class ScheduleKind { constant, linear, cosine, step };
+enum class Precision { fp32, fp16, bf16 };
+
+// Hyper-parameters follow torch.optim's names and defaults. Unset optionals resolve to the
+// chosen optimizer's PyTorch default (see resolved_*()).
+struct OptimizerConfig {
+    OptimizerKind kind = OptimizerKind::adam;
+    std::optional<double> lr;            // sgd 1e-3, adam/adamw 1e-3, rmsprop/adagrad 1e-2
+    double momentum = 0.0;               // sgd, rmsprop
+    double dampening = 0.0;              // sgd
+    bool nesterov = false;               // sgd
+    std::optional<double> weight_decay;  // 0, except adamw 1e-2
+    double beta1 = 0.9;                  // adam, adamw
+    double beta2 = 0.999;                // adam, adamw
+    std::optional<double> eps;           // 1e-8, except adagrad 1e-10
+    double alpha = 0.99;                 // rmsprop smoothing
+    bool centered = false;               // rmsprop
+    double lr_decay = 0.0;               // adagrad
+    double initial_accumulator_value = 0.0;  // adagrad
+
+    double resolved_lr() const;
+    double resolved_weight_decay() const;
+    double resolved_eps() const;
+};
+
+struct ScheduleConfig {
+    ScheduleKind kind = ScheduleKind::constant;
+    int64_t warmup_steps = 0;   // linear ramp from lr/warmup to lr over this many updates
+    int64_t decay_every = 1000; // step: multiply by decay_gamma every decay_every updates
+    double decay_gamma = 0.1;   // step
+    double min_lr = 0.0;        // cosine and linear end here
+};
+
+// Everything a run needs; filled from the GUI's controls, a JSON file or CLI flags.
+struct RunConfig {
+    // Data
+    std::string dataset = "spirals";  // spirals|moons|blobs|sine|fashion-mnist|csv:PATH|idx:DIR
+    int64_t synthetic_samples = 4000;  // rows generated for the synthetic sets
+    double val_fraction = 0.1;         // held out where the data has no test set
+    bool shuffle = true;
+    uint64_t seed = 0;
+
+    // Model
+    std::vector<int64_t> hidden = {128, 128};
+    Activation activation = Activation::relu;
+
+    // Batching: batch_size samples per optimizer update (the global batch), split into
+    // step_size contiguous micro-batches whose gradients are accumulated.
+    int64_t batch_size = 64;
+    int64_t step_size = 2;
+
+    OptimizerConfig optimizer;
+    ScheduleConfig schedule;
+    double clip_grad_norm = 0.0;  // 0 = off
+    int64_t epochs = 1;
+    int64_t max_steps = 0;        // 0 = no limit besides epochs
+
+    // Where and how
+    std::string device = "cpu";   // cpu | cuda | cuda:N
+    Precision precision = Precision::fp32;
+    int threads = 0;              // 0 = all cores
+
+    // Efficiency techniques
+    int64_t memory_limit_bytes = 0;  // 0 = no budget
+    bool auto_fit = false;           // raise step_size until the plan fits memory_limit_bytes
+    bool gradient_checkpointing = false;
+    int64_t empty_cache_steps = 0;   // release cached blocks every N updates; 0 = never
+    int64_t prefetch = 0;            // micro-batches prepared ahead on a loader thread; 0 = inline
+    bool preload_device = false;     // cuda: keep the whole training set on the device
+
+    // Files
+    std::string init_weights;        // safetensors to start from
+    std::string save_weights;        // safetensors written at the end
+    std::string metrics_out;         // CSV, one row per update
+    int64_t checkpoint_every = 0;    // updates between checkpoints; 0 = none
+    std::string checkpoint_dir;
+    std::string resume_dir;          // continue from the latest checkpoint in this folder
+};
+
+std::string to_string(Activation);
+std::string to_string(OptimizerKind);
+std::string to_string(ScheduleKind);
+std::string to_string(Precision);
+// Parsers throw Error naming the field and the accepted values.
+Activation parse_activation(const std::string&);
+OptimizerKind parse_optimizer(const std::string&);
+ScheduleKind parse_schedule(const std::string&);
+Precision parse_precision(const std::string&);
+// "512MiB", "2GiB", "1.5GB", "1000000" -> bytes; throws Error on anything else.
+int64_t parse_byte_size(const std::string&);
+std::string format_bytes(int64_t bytes);
+
+// Throws Error naming the field when the configuration cannot run (step_size 0, step_size >
+// batch_size, NaN learning rate, empty hidden width, unknown device, ...). Does not touch files.
+void validate(const RunConfig&);
+
+}  // namespace trainbench

@@ -1,0 +1,36 @@
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainbench/memory.hpp"
+
+namespace trainbench {
+
+struct RunConfig;
+struct Dataset;
+
+// What a configuration resolves to before any training: the numbers the app shows beside
+// the sliders and the memory the engine will allocate, by category.
+struct RunPlan {
+    int64_t global_batch = 0;          // batch_size (samples per update)
+    int64_t step_size = 0;             // micro-batches per update
+    int64_t micro_batch = 0;           // largest micro-batch = ceil(batch / step_size)
+    int64_t train_samples = 0;
+    int64_t updates_per_epoch = 0;     // ceil(train_samples / global_batch)
+    int64_t total_updates = 0;         // epochs * updates_per_epoch, capped by max_steps
+    std::vector<int64_t> layer_sizes;  // input, hidden..., output
+    int64_t parameter_count = 0;
+    BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update)
+    int64_t planned_total() const { return sum_bytes(planned_bytes); }
+    std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
+};
+
+// Sizes of the micro-batches of one update: contiguous, as even as possible, larger first
+// (10 samples, step_size 4 -> 3,3,2,2). Used by the engine and shown by the app.
+std::vector<int64_t> split_micro_batches(int64_t batch_samples, int64_t step_size);
+
+int64_t updates_per_epoch(int64_t samples, int64_t global_batch);
+
+}  // namespace trainbench

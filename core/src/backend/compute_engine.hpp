@@ -1,0 +1,96 @@
+#pragma once
+// The seam between the training loop (train/) and the hardware (backend/cpu, backend/cuda).
+// The loop owns batching, schedules, clipping decisions, the loss scaler, metrics and
+// checkpoints; an engine owns parameters, gradients, optimizer state and activations, and
+// allocates all of them up front so that an update allocates nothing.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainbench/dataset.hpp"
+#include "trainbench/memory.hpp"
+#include "trainbench/run_config.hpp"
+#include "trainbench/weights.hpp"
+
+namespace trainbench {
+
+enum class LossKind { softmax_cross_entropy, mean_squared_error };
+
+struct EngineSpec {
+    std::vector<int64_t> layer_sizes;  // input, hidden..., output
+    Activation activation = Activation::relu;
+    LossKind loss = LossKind::softmax_cross_entropy;
+    OptimizerConfig optimizer;
+    Precision precision = Precision::fp32;
+    int64_t max_micro_batch = 1;       // buffers are sized for this many samples
+    int64_t max_eval_batch = 1;
+    bool gradient_checkpointing = false;
+    int threads = 0;
+    int device_index = 0;              // cuda only
+    int64_t memory_limit_bytes = 0;    // behave like a device of this size; 0 = unlimited
+    const Dataset* preload = nullptr;  // cuda --preload-device: copy train split once
+};
+
+// A micro-batch as the loop hands it over. x is [features x count] column-major on the host;
+// indices are the samples' rows in the train split (used by engines that preloaded the data).
+struct MicroBatch {
+    const float* x = nullptr;
+    const int32_t* labels = nullptr;   // classification
+    const float* targets = nullptr;    // regression
+    const int64_t* indices = nullptr;
+    int64_t count = 0;
+};
+
+struct EvalTotals {
+    double loss_sum = 0.0;  // sum of per-sample losses
+    int64_t correct = 0;    // classification only
+};
+
+class ComputeEngine {
+public:
+    virtual ~ComputeEngine() = default;
+
+    virtual void set_weights(const ModelWeights& weights) = 0;
+    virtual ModelWeights weights() const = 0;
+
+    virtual void zero_grad() = 0;
+    // Adds d(loss_scale * sum_i loss_i / normaliser)/dθ to the gradients, where normaliser is
+    // the global batch's sample count. Returns sum_i loss_i (unscaled).
+    virtual double forward_backward(const MicroBatch& batch, double normaliser,
+                                    double loss_scale) = 0;
+    // Squared L2 norm over all gradients as accumulated (still multiplied by the loss scale);
+    // inf or NaN when any gradient is not finite.
+    virtual double grad_norm_squared() = 0;
+    // Multiplies the gradients by grad_multiplier (unscale x clip coefficient), then applies
+    // one optimizer update with learning rate lr. `step` is the 1-based optimizer step count.
+    virtual void optimizer_step(double lr, double grad_multiplier, int64_t step) = 0;
+    virtual EvalTotals evaluate(const MicroBatch& batch) = 0;
+
+    // Optimizer state for checkpoints: named flat float tensors in a stable order.
+    virtual std::vector<NamedTensor> optimizer_state() const = 0;
+    virtual void set_optimizer_state(const std::vector<NamedTensor>& state) = 0;
+
+    virtual MemoryReport memory() const = 0;
+    virtual void release_cache() = 0;
+
+    // Brackets one whole update: wall clock on the CPU, synchronised events on CUDA.
+    virtual void begin_update_timing() = 0;
+    virtual double end_update_timing_ms() = 0;
+
+    // cudaMemGetInfo on CUDA (used, total); zeros on CPU.
+    virtual std::pair<int64_t, int64_t> device_memory() const { return {0, 0}; }
+};
+
+// Planned bytes by category for `spec` on the CPU engine: exactly what it will allocate.
+BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec);
+std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);
+
+#ifdef TRAINBENCH_WITH_CUDA
+BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec);
+std::unique_ptr<ComputeEngine> make_cuda_engine(const EngineSpec& spec);
+#endif
+
+}  // namespace trainbench

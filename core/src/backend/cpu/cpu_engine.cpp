@@ -1,0 +1,362 @@
+// The CPU engine: Eigen products over buffers from the TrackingArena. Persistent state
+// (parameters, gradients, optimizer state, fp32 master weights) is allocated once; the
+// activations and workspace of a micro-batch are taken from the arena when it starts and
+// given back when it ends, as a framework's caching allocator does, so they show up as
+// activations during the step and as cache between steps, and the steady state reuses the
+// same blocks without touching the system allocator.
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/compute_engine.hpp"
+#include "backend/cpu/cpu_buffer_plan.hpp"
+#include "memory/tracking_arena.hpp"
+#include "nn/activation.hpp"
+#include "nn/linear.hpp"
+#include "nn/loss.hpp"
+#include "optim/optimizer_step.hpp"
+#include "precision/half_float.hpp"
+#include "trainbench/error.hpp"
+
+namespace trainbench {
+namespace {
+
+class CpuEngine final : public ComputeEngine {
+public:
+    explicit CpuEngine(const EngineSpec& spec)
+        : spec_(spec), plan_(make_cpu_buffer_plan(spec)), arena_(spec.memory_limit_bytes) {
+        const int threads = spec.threads > 0 ? spec.threads
+                                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        omp_set_num_threads(threads);
+        Eigen::setNbThreads(threads);
+
+        const int64_t p = plan_.parameter_count;
+        if (plan_.half) {
+            master_ = arena_.acquire_array<float>(MemoryCategory::master_weights, p);
+            params16_ = arena_.acquire_array<uint16_t>(MemoryCategory::parameters, p);
+        } else {
+            master_ = arena_.acquire_array<float>(MemoryCategory::parameters, p);
+        }
+        grads_ = arena_.acquire_array<float>(MemoryCategory::gradients, p);
+        std::fill(grads_, grads_ + p, 0.0f);
+        if (plan_.optimizer_slots > 0) {
+            // One block: the update rules take the slots as consecutive runs of p floats.
+            state_ = arena_.acquire_array<float>(MemoryCategory::optimizer_state, p * plan_.optimizer_slots);
+            optimizer_init_state(spec.optimizer, state_, p);
+        }
+        a_slots_.assign(static_cast<size_t>(plan_.hidden_layers + 1), nullptr);
+        z_slots_.assign(static_cast<size_t>(plan_.hidden_layers + 1), nullptr);
+        recompute_a_.reserve(static_cast<size_t>(plan_.recompute_slots()));
+        recompute_z_.reserve(static_cast<size_t>(plan_.recompute_slots()));
+    }
+
+    void set_weights(const ModelWeights& weights) override {
+        for (size_t i = 0; i < plan_.layers.size(); ++i) {
+            const auto& slice = plan_.layers[i];
+            std::copy(weights.layers[i].weight.begin(), weights.layers[i].weight.end(), master_ + slice.weight_offset);
+            std::copy(weights.layers[i].bias.begin(), weights.layers[i].bias.end(), master_ + slice.bias_offset);
+        }
+        refresh_16bit_weights();
+    }
+
+    ModelWeights weights() const override {
+        ModelWeights out;
+        for (const auto& slice : plan_.layers) {
+            LinearWeights layer;
+            layer.in = slice.in;
+            layer.out = slice.out;
+            layer.weight.assign(master_ + slice.weight_offset, master_ + slice.weight_offset + slice.in * slice.out);
+            layer.bias.assign(master_ + slice.bias_offset, master_ + slice.bias_offset + slice.out);
+            out.layers.push_back(std::move(layer));
+        }
+        return out;
+    }
+
+    void zero_grad() override { std::fill(grads_, grads_ + plan_.parameter_count, 0.0f); }
+
+    double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
+        check_batch(batch);
+        acquire_step_buffers();
+        const int64_t n = batch.count;
+        const float* logits = forward(batch, n);
+        float* grad = g_[0];
+        const float grad_scale = static_cast<float>(loss_scale / normaliser);
+        const double loss = spec_.loss == LossKind::softmax_cross_entropy
+            ? softmax_cross_entropy(logits, batch.labels, plan_.layers.back().out, n, grad, grad_scale, nullptr)
+            : mean_squared_error(logits, batch.targets, n, grad, grad_scale);
+        backward(n);
+        release_step_buffers();
+        return loss;
+    }
+
+    double grad_norm_squared() override {
+        // Fixed chunks summed in order: the same result for any thread count.
+        constexpr int kChunks = 64;
+        const int64_t p = plan_.parameter_count;
+        double partial[kChunks];
+#pragma omp parallel for schedule(static)
+        for (int c = 0; c < kChunks; ++c) {
+            const int64_t begin = p * c / kChunks, end = p * (c + 1) / kChunks;
+            double sum = 0.0;
+            for (int64_t i = begin; i < end; ++i) sum += static_cast<double>(grads_[i]) * grads_[i];
+            partial[c] = sum;
+        }
+        double total = 0.0;
+        for (double v : partial) total += v;
+        return total;
+    }
+
+    void optimizer_step(double lr, double grad_multiplier, int64_t step) override {
+        optimizer_step_cpu(spec_.optimizer, master_, grads_, state_,
+                           plan_.parameter_count, lr, grad_multiplier, step);
+        refresh_16bit_weights();
+    }
+
+    EvalTotals evaluate(const MicroBatch& batch) override {
+        check_batch(batch);
+        acquire_step_buffers();
+        const float* logits = forward(batch, batch.count);
+        EvalTotals totals;
+        if (spec_.loss == LossKind::softmax_cross_entropy) {
+            totals.loss_sum = softmax_cross_entropy(logits, batch.labels, plan_.layers.back().out, batch.count,
+                                                    nullptr, 1.0f, &totals.correct);
+        } else {
+            totals.loss_sum = mean_squared_error(logits, batch.targets, batch.count, nullptr, 1.0f);
+        }
+        release_step_buffers();
+        return totals;
+    }
+
+    std::vector<NamedTensor> optimizer_state() const override {
+        std::vector<NamedTensor> tensors;
+        for (int s = 0; s < plan_.optimizer_slots; ++s) {
+            NamedTensor t;
+            t.name = std::string("optimizer.") + optimizer_state_name(spec_.optimizer, s);
+            t.shape = {plan_.parameter_count};
+            const float* slot = state_ + s * plan_.parameter_count;
+            t.data.assign(slot, slot + plan_.parameter_count);
+            tensors.push_back(std::move(t));
+        }
+        return tensors;
+    }
+
+    void set_optimizer_state(const std::vector<NamedTensor>& tensors) override {
+        for (int s = 0; s < plan_.optimizer_slots; ++s) {
+            const std::string name = std::string("optimizer.") + optimizer_state_name(spec_.optimizer, s);
+            auto it = std::find_if(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == name; });
+            if (it == tensors.end() || static_cast<int64_t>(it->data.size()) != plan_.parameter_count)
+                throw Error("checkpoint has no optimizer state '" + name + "' of " +
+                            std::to_string(plan_.parameter_count) + " values: it was saved by a different optimizer or model");
+            std::copy(it->data.begin(), it->data.end(), state_ + s * plan_.parameter_count);
+        }
+    }
+
+    MemoryReport memory() const override { return arena_.report(); }
+    void release_cache() override { arena_.release_cache(); }
+
+    void begin_update_timing() override {
+        arena_.begin_update();
+        update_start_ = std::chrono::steady_clock::now();
+    }
+    double end_update_timing_ms() override {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - update_start_).count();
+    }
+
+private:
+    void check_batch(const MicroBatch& batch) const {
+        if (batch.count < 1 || batch.count > plan_.micro_batch)
+            throw Error("internal: micro-batch of " + std::to_string(batch.count) + " samples for buffers of " +
+                        std::to_string(plan_.micro_batch));
+    }
+
+    void refresh_16bit_weights() {
+        if (plan_.half) store_16bit(spec_.precision, master_, params16_, plan_.parameter_count);
+    }
+
+    // Per-micro-batch buffers: the saved activations and the workspace.
+    void acquire_step_buffers() {
+        const int64_t mb = plan_.micro_batch;
+        const int64_t e = plan_.element_bytes();
+        auto take = [&](MemoryCategory c, int64_t bytes) { return arena_.acquire(c, bytes); };
+        a_slots_[0] = take(MemoryCategory::activations, plan_.layers.front().in * mb * e);
+        recompute_a_.clear();
+        recompute_z_.clear();
+        for (int64_t l = 1; l <= plan_.hidden_layers; ++l) {
+            if (!plan_.kept(l)) continue;
+            const int64_t width = plan_.layers[l].in;
+            a_slots_[l] = take(MemoryCategory::activations, width * mb * e);
+            z_slots_[l] = plan_.save_preactivation ? take(MemoryCategory::activations, width * mb * e) : nullptr;
+        }
+        for (int64_t r = 0; r < plan_.recompute_slots(); ++r) {
+            recompute_a_.push_back(take(MemoryCategory::activations, plan_.widest_hidden * mb * e));
+            recompute_z_.push_back(plan_.save_preactivation
+                                       ? take(MemoryCategory::activations, plan_.widest_hidden * mb * e)
+                                       : nullptr);
+        }
+        for (int64_t l = 1; l <= plan_.hidden_layers; ++l) {
+            if (plan_.kept(l)) continue;
+            a_slots_[l] = recompute_a_[(l % plan_.segment) - 1];
+            z_slots_[l] = recompute_z_[(l % plan_.segment) - 1];
+        }
+        g_[0] = static_cast<float*>(take(MemoryCategory::workspace, plan_.widest * mb * 4));
+        g_[1] = static_cast<float*>(take(MemoryCategory::workspace, plan_.widest * mb * 4));
+        if (plan_.half) {
+            wide_a_ = static_cast<float*>(take(MemoryCategory::workspace, plan_.widest * mb * 4));
+            wide_z_ = static_cast<float*>(take(MemoryCategory::workspace, plan_.widest * mb * 4));
+            wide_w_ = static_cast<float*>(take(MemoryCategory::workspace, plan_.largest_layer_parameters * 4));
+        }
+        resident_segment_ = -1;
+    }
+
+    void release_step_buffers() {
+        for (int64_t l = 0; l <= plan_.hidden_layers; ++l) {
+            if (!plan_.kept(l)) continue;
+            arena_.release(a_slots_[l]);
+            arena_.release(z_slots_[l]);
+        }
+        for (size_t r = 0; r < recompute_a_.size(); ++r) {
+            arena_.release(recompute_a_[r]);
+            arena_.release(recompute_z_[r]);
+        }
+        arena_.release(g_[0]);
+        arena_.release(g_[1]);
+        if (plan_.half) {
+            arena_.release(wide_a_);
+            arena_.release(wide_z_);
+            arena_.release(wide_w_);
+        }
+    }
+
+    // Weights of layer i as fp32 for a product: the master copy, or the 16-bit working copy
+    // widened into the workspace.
+    const float* layer_weights(size_t i) {
+        const auto& slice = plan_.layers[i];
+        if (!plan_.half) return master_ + slice.weight_offset;
+        load_16bit(spec_.precision, params16_ + slice.weight_offset, wide_w_, slice.in * slice.out + slice.out);
+        return wide_w_;
+    }
+    const float* layer_bias(size_t i, const float* weights) const {
+        const auto& slice = plan_.layers[i];
+        return plan_.half ? weights + slice.in * slice.out : master_ + slice.bias_offset;
+    }
+
+    // Runs hidden layer l (input A_l) storing A_{l+1} (and z). `input` holds A_l as fp32;
+    // returns the fp32 values of A_{l+1} (a slot in fp32 mode, wide_a_ in 16-bit mode).
+    float* hidden_forward(int64_t l, const float* input, int64_t n) {
+        const auto& slice = plan_.layers[l];
+        const float* w = layer_weights(l);
+        const float* b = layer_bias(l, w);
+        const int64_t count = slice.out * n;
+        const int64_t next = l + 1;
+        if (!plan_.half) {
+            float* a = static_cast<float*>(a_slots_[next]);
+            float* z = plan_.save_preactivation ? static_cast<float*>(z_slots_[next]) : a;
+            linear_forward(w, b, input, z, slice.in, slice.out, n);
+            activation_forward(spec_.activation, z, a, count);
+            return a;
+        }
+        linear_forward(w, b, input, wide_z_, slice.in, slice.out, n);
+        round_to_16bit(spec_.precision, wide_z_, count);
+        if (plan_.save_preactivation) store_16bit(spec_.precision, wide_z_, static_cast<uint16_t*>(z_slots_[next]), count);
+        activation_forward(spec_.activation, wide_z_, wide_a_, count);
+        store_16bit(spec_.precision, wide_a_, static_cast<uint16_t*>(a_slots_[next]), count);
+        load_16bit(spec_.precision, static_cast<uint16_t*>(a_slots_[next]), wide_a_, count);
+        return wide_a_;
+    }
+
+    const float* forward(const MicroBatch& batch, int64_t n) {
+        const int64_t input_count = plan_.layers.front().in * n;
+        const float* current;
+        if (plan_.half) {
+            store_16bit(spec_.precision, batch.x, static_cast<uint16_t*>(a_slots_[0]), input_count);
+            load_16bit(spec_.precision, static_cast<uint16_t*>(a_slots_[0]), wide_a_, input_count);
+            current = wide_a_;
+        } else {
+            std::memcpy(a_slots_[0], batch.x, static_cast<size_t>(input_count) * sizeof(float));
+            current = static_cast<const float*>(a_slots_[0]);
+        }
+        for (int64_t l = 0; l < plan_.hidden_layers; ++l) {
+            current = hidden_forward(l, current, n);
+            if (!plan_.kept(l + 1)) resident_segment_ = (l + 1) / plan_.segment;
+        }
+        const size_t last = plan_.layers.size() - 1;
+        const float* w = layer_weights(last);
+        linear_forward(w, layer_bias(last, w), current, g_[0], plan_.layers[last].in, plan_.layers[last].out, n);
+        if (plan_.half) round_to_16bit(spec_.precision, g_[0], plan_.layers[last].out * n);
+        return g_[0];
+    }
+
+    // Gradient checkpointing: rebuild the dropped activations of l's segment from the
+    // checkpoint that starts it.
+    void ensure_resident(int64_t l, int64_t n) {
+        if (plan_.kept(l) || resident_segment_ == l / plan_.segment) return;
+        const int64_t start = (l / plan_.segment) * plan_.segment;
+        const int64_t end = std::min(start + plan_.segment - 1, plan_.hidden_layers);
+        const float* current = activation_f32(start, n, wide_a_);
+        for (int64_t k = start; k < end; ++k) current = hidden_forward(k, current, n);
+        resident_segment_ = l / plan_.segment;
+    }
+
+    // fp32 values of A_l: the slot itself, or the 16-bit slot widened into `scratch`.
+    const float* activation_f32(int64_t l, int64_t n, float* scratch) {
+        if (!plan_.half) return static_cast<const float*>(a_slots_[l]);
+        load_16bit(spec_.precision, static_cast<const uint16_t*>(a_slots_[l]), scratch, plan_.layers[l].in * n);
+        return scratch;
+    }
+    const float* preactivation_f32(int64_t l, int64_t n, float* scratch) {
+        if (!plan_.save_preactivation) return nullptr;
+        if (!plan_.half) return static_cast<const float*>(z_slots_[l]);
+        load_16bit(spec_.precision, static_cast<const uint16_t*>(z_slots_[l]), scratch, plan_.layers[l].in * n);
+        return scratch;
+    }
+
+    void backward(int64_t n) {
+        int current = 0;  // g_[current] holds dZ of the layer being processed
+        for (int64_t j = static_cast<int64_t>(plan_.layers.size()) - 1; j >= 0; --j) {
+            const auto& slice = plan_.layers[j];
+            if (plan_.half) round_to_16bit(spec_.precision, g_[current], slice.out * n);
+            if (j > 0) ensure_resident(j, n);
+            const float* input = activation_f32(j, n, wide_a_);
+            const float* w = layer_weights(j);
+            float* grad_input = j > 0 ? g_[1 - current] : nullptr;
+            linear_backward(w, input, g_[current], grads_ + slice.weight_offset, grads_ + slice.bias_offset,
+                            grad_input, slice.in, slice.out, n);
+            if (j > 0) {
+                const float* z = preactivation_f32(j, n, wide_z_);
+                activation_backward(spec_.activation, z, input, grad_input, slice.in * n);
+                current = 1 - current;
+            }
+        }
+    }
+
+    EngineSpec spec_;
+    CpuBufferPlan plan_;
+    TrackingArena arena_;
+    float* master_ = nullptr;
+    uint16_t* params16_ = nullptr;
+    float* grads_ = nullptr;
+    float* state_ = nullptr;  // optimizer_slots runs of parameter_count floats
+    std::vector<void*> a_slots_, z_slots_;
+    std::vector<void*> recompute_a_, recompute_z_;
+    float* g_[2] = {nullptr, nullptr};
+    float* wide_a_ = nullptr;
+    float* wide_z_ = nullptr;
+    float* wide_w_ = nullptr;
+    int64_t resident_segment_ = -1;
+    std::chrono::steady_clock::time_point update_start_;
+};
+
+}  // namespace
+
+std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec) {
+    return std::make_unique<CpuEngine>(spec);
+}
+
+}  // namespace trainbench

@@ -1,0 +1,116 @@
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "data/csv_reader.hpp"
+#include "data/holdout_split.hpp"
+#include "data/idx_reader.hpp"
+#include "data/portable_random.hpp"
+#include "data/synthetic_sets.hpp"
+#include "trainbench/dataset.hpp"
+#include "trainbench/error.hpp"
+
+namespace trainbench {
+namespace {
+
+constexpr const char* fashion_mnist_directory = "/usr/share/datasets/fashion-mnist";
+constexpr uint64_t synthetic_seed_purpose = 1;
+
+constexpr const char* idx_file_names[4] = {
+    "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+
+DataSplit read_idx_split(const std::string& images_path, const std::string& labels_path) {
+    data::IdxImages images = data::read_idx_images(images_path);
+    std::vector<int32_t> labels = data::read_idx_labels(labels_path);
+    if (static_cast<int64_t>(labels.size()) != images.count) {
+        throw Error("IDX files disagree: " + images_path + " holds " +
+                    std::to_string(images.count) + " images but " + labels_path + " holds " +
+                    std::to_string(labels.size()) + " labels; use files from the same release");
+    }
+    DataSplit split;
+    split.count = images.count;
+    split.features = images.rows * images.columns;
+    split.pixels_u8 = std::move(images.pixels);
+    split.labels = std::move(labels);
+    return split;
+}
+
+// An MNIST-format folder: its test set is the validation split.
+Dataset load_idx_directory(const std::string& name, const std::string& directory,
+                           const std::string& missing_hint) {
+    std::string paths[4];
+    for (int i = 0; i < 4; ++i) {
+        paths[i] = data::find_idx_file(directory, idx_file_names[i]);
+        if (paths[i].empty()) {
+            throw Error("data set '" + name + "': " + directory + " has no " + idx_file_names[i] +
+                        " (or " + idx_file_names[i] + ".gz); " + missing_hint);
+        }
+    }
+    Dataset dataset;
+    dataset.name = name;
+    dataset.task = Task::classification;
+    dataset.train = read_idx_split(paths[0], paths[1]);
+    dataset.validation = read_idx_split(paths[2], paths[3]);
+    if (dataset.train.features != dataset.validation.features) {
+        throw Error("IDX files disagree: " + paths[0] + " has images of " +
+                    std::to_string(dataset.train.features) + " pixels but " + paths[2] + " of " +
+                    std::to_string(dataset.validation.features) + "; use files from the same release");
+    }
+    dataset.features = dataset.train.features;
+    const int32_t largest_label =
+        std::max(*std::max_element(dataset.train.labels.begin(), dataset.train.labels.end()),
+                 *std::max_element(dataset.validation.labels.begin(), dataset.validation.labels.end()));
+    dataset.num_classes = largest_label + 1;
+    dataset.validation_source = "test set";
+    return dataset;
+}
+
+void check_options(const std::string& spec, const DataOptions& options) {
+    if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0)) {
+        char value[32];
+        std::snprintf(value, sizeof value, "%g", options.val_fraction);
+        throw Error("val_fraction is " + std::string(value) + " for data set '" +
+                    spec + "'; it must be at least 0 and below 1 (e.g. 0.1)");
+    }
+}
+
+}  // namespace
+
+Dataset load_dataset(const std::string& spec, const DataOptions& options) {
+    check_options(spec, options);
+    if (spec == "fashion-mnist") {
+        return load_idx_directory(spec, fashion_mnist_directory,
+                                  "install the Debian package dataset-fashion-mnist "
+                                  "(apt-get install dataset-fashion-mnist)");
+    }
+    if (spec.rfind("idx:", 0) == 0) {
+        const std::string directory = spec.substr(4);
+        if (!std::filesystem::is_directory(directory)) {
+            throw Error("data set '" + spec + "': " + directory +
+                        " is not a folder; give idx:DIR with the four MNIST-format files");
+        }
+        return load_idx_directory(spec, directory,
+                                  "an idx:DIR folder needs train-images-idx3-ubyte, "
+                                  "train-labels-idx1-ubyte, t10k-images-idx3-ubyte and "
+                                  "t10k-labels-idx1-ubyte");
+    }
+
+    Dataset dataset;
+    dataset.name = spec;
+    if (data::is_synthetic_set(spec)) {
+        data::split_holdout(
+            data::make_synthetic_set(spec, options.synthetic_samples,
+                                     data::derive_seed(options.seed, synthetic_seed_purpose)),
+            options, dataset);
+        return dataset;
+    }
+    if (spec.rfind("csv:", 0) == 0) {
+        data::split_holdout(data::read_csv_table(spec.substr(4)), options, dataset);
+        return dataset;
+    }
+    throw Error("unknown data set '" + spec +
+                "'; use spirals, moons, blobs, sine, fashion-mnist, csv:PATH or idx:DIR");
+}
+
+}  // namespace trainbench

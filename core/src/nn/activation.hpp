@@ -1,0 +1,18 @@
+#pragma once
+#include <cstdint>
+
+#include "trainbench/run_config.hpp"
+
+namespace trainbench {
+
+// a = f(z), element-wise over n values.
+void activation_forward(Activation kind, const float* z, float* a, int64_t n);
+
+// grad *= f'(.), in place. ReLU, tanh and sigmoid express f' through the output a (so only a
+// must be saved); GELU (exact, erf form as torch's default) needs the input z.
+void activation_backward(Activation kind, const float* z, const float* a, float* grad, int64_t n);
+
+// Whether the backward pass needs the pre-activation z saved besides the output a.
+inline bool activation_needs_input(Activation kind) { return kind == Activation::gelu; }
+
+}  // namespace trainbench

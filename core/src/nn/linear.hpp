@@ -1,0 +1,18 @@
+#pragma once
+// torch.nn.Linear as a forward/backward pair over engine-owned buffers. Activations are
+// [features x batch] column-major (one sample per column); W is [out x in] row-major as torch
+// stores it, so the same bytes go to and from safetensors untouched.
+#include <cstdint>
+
+namespace trainbench {
+
+// Z = W X + b
+void linear_forward(const float* weight, const float* bias, const float* input, float* output,
+                    int64_t in, int64_t out, int64_t batch);
+
+// dW += dZ X^T, db += rowsum(dZ); dX = W^T dZ when grad_input is not null.
+void linear_backward(const float* weight, const float* input, const float* grad_output,
+                     float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
+                     int64_t out, int64_t batch);
+
+}  // namespace trainbench

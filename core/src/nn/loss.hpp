@@ -1,0 +1,16 @@
+#pragma once
+#include <cstdint>
+
+namespace trainbench {
+
+// Softmax cross-entropy over logits [classes x batch]. Returns the sum of per-sample losses
+// (in double). When grad is not null, writes d(grad_scale * sum loss)/d logits into it
+// (may alias logits). When correct is not null, adds the number of argmax hits.
+double softmax_cross_entropy(const float* logits, const int32_t* labels, int64_t classes,
+                             int64_t batch, float* grad, float grad_scale, int64_t* correct);
+
+// Squared error of one output per sample: loss_i = (y_i - t_i)^2 (torch MSELoss per sample).
+double mean_squared_error(const float* outputs, const float* targets, int64_t batch, float* grad,
+                          float grad_scale);
+
+}  // namespace trainbench

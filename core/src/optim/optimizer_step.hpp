@@ -1,0 +1,28 @@
+#pragma once
+// The optimizers' update rules over flat fp32 arrays (all parameters in one allocation),
+// following torch.optim's single-tensor ("foreach=False") algorithms and defaults.
+#include <cstdint>
+
+#include "trainbench/run_config.hpp"
+
+namespace trainbench {
+
+// How many parameter-sized fp32 state buffers the optimizer keeps: sgd 0 (1 with momentum),
+// adam/adamw 2 (exp_avg, exp_avg_sq), rmsprop 1 (+1 momentum, +1 centered), adagrad 1.
+int optimizer_state_slots(const OptimizerConfig& config);
+
+// Initial values of the state (adagrad's initial_accumulator_value; zeros otherwise).
+// `state` holds optimizer_state_slots(config) consecutive buffers of n floats.
+void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n);
+
+// One update: grads are first multiplied by grad_multiplier (loss-scale undo x clipping),
+// then the rule for config.kind is applied with learning rate lr. step is 1-based.
+// Parallel over n with OpenMP; the result does not depend on the thread count.
+void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
+                        float* state, int64_t n, double lr, double grad_multiplier,
+                        int64_t step);
+
+// Names of the state buffers for checkpoints ("momentum_buffer", "exp_avg", ...).
+const char* optimizer_state_name(const OptimizerConfig& config, int slot);
+
+}  // namespace trainbench

@@ -1,0 +1,65 @@
+#pragma once
+// IEEE binary16 (fp16) and bfloat16 storage, converted with round-to-nearest-even. The CPU
+// engine stores 16-bit weights and saved activations in these formats and widens them to
+// fp32 for the matrix products (emulated 16-bit arithmetic: round to 16 bits, multiply and
+// accumulate in fp32), which is what tensor cores do with 16-bit inputs too.
+#include <cstdint>
+#include <cstring>
+
+#include "trainbench/run_config.hpp"
+
+namespace trainbench {
+
+inline uint32_t float_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+inline float bits_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+inline uint16_t float_to_bf16(float f) {
+    const uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+    const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>((u + rounding) >> 16);
+}
+inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+
+inline uint16_t float_to_fp16(float f) {
+    const uint32_t u = float_bits(f);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    const uint32_t abs = u & 0x7fffffffu;
+    if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+    if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
+    if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+        // Adding 0.5 makes the FPU round the mantissa to the half's subnormal step (2^-24).
+        const float magnitude = bits_float(abs) + 0.5f;
+        return static_cast<uint16_t>(sign | (float_bits(magnitude) - 0x3f000000u));
+    }
+    const uint32_t mantissa_odd = (abs >> 13) & 1u;
+    const uint32_t rebiased = abs + ((15u - 127u) << 23) + 0xfffu + mantissa_odd;
+    return static_cast<uint16_t>(sign | (rebiased >> 13));
+}
+inline float fp16_to_float(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t exponent = (h >> 10) & 0x1fu;
+    const uint32_t mantissa = h & 0x3ffu;
+    if (exponent == 0) {
+        const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;  // 2^-24
+        return bits_float(sign | float_bits(magnitude));
+    }
+    if (exponent == 31) return bits_float(sign | 0x7f800000u | (mantissa << 13));
+    return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+// Rounds n floats to `precision` and writes the 16-bit codes (fp32: not used).
+void store_16bit(Precision precision, const float* source, uint16_t* destination, int64_t n);
+void load_16bit(Precision precision, const uint16_t* source, float* destination, int64_t n);
+// Rounds in place to the nearest value representable in 16 bits (fp16 overflows to inf).
+void round_to_16bit(Precision precision, float* values, int64_t n);
+
+}  // namespace trainbench

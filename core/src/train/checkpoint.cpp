@@ -1,0 +1,112 @@
+#include "train/checkpoint.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "trainbench/error.hpp"
+
+namespace trainbench {
+namespace {
+
+constexpr const char* kFormat = "trainbench-checkpoint-1";
+
+std::string exact(double value) {
+    char text[40];
+    std::snprintf(text, sizeof text, "%.17g", value);
+    return text;
+}
+
+const std::string& field(const std::map<std::string, std::string>& metadata, const std::string& key,
+                         const std::string& path) {
+    auto it = metadata.find(key);
+    if (it == metadata.end()) throw Error("checkpoint '" + path + "' has no '" + key + "' entry: it is not a TrainBench checkpoint");
+    return it->second;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& directory) {
+    return (std::filesystem::path(directory) / "latest.safetensors").string();
+}
+
+void write_checkpoint(const std::string& directory, const ComputeEngine& engine, const LoopState& state,
+                      const std::string& config_json) {
+    std::error_code error;
+    std::filesystem::create_directories(directory, error);
+    if (error) throw Error("cannot create checkpoint folder '" + directory + "': " + error.message());
+    std::vector<NamedTensor> tensors;
+    const ModelWeights weights = engine.weights();
+    for (size_t i = 0; i < weights.layers.size(); ++i) {
+        const auto& layer = weights.layers[i];
+        tensors.push_back({"layers." + std::to_string(i) + ".weight", {layer.out, layer.in}, layer.weight});
+        tensors.push_back({"layers." + std::to_string(i) + ".bias", {layer.out}, layer.bias});
+    }
+    for (auto& t : engine.optimizer_state()) tensors.push_back(std::move(t));
+    const std::map<std::string, std::string> metadata{
+        {"format", kFormat},
+        {"update", std::to_string(state.update)},
+        {"optimizer_step", std::to_string(state.optimizer_step)},
+        {"epoch", std::to_string(state.epoch)},
+        {"batch_in_epoch", std::to_string(state.batch_in_epoch)},
+        {"samples_seen", std::to_string(state.samples_seen)},
+        {"skipped_updates", std::to_string(state.skipped_updates)},
+        {"loss_scale", exact(state.loss_scale)},
+        {"clean_streak", std::to_string(state.clean_streak)},
+        {"wall_seconds", exact(state.wall_seconds)},
+        {"seed", std::to_string(state.seed)},
+        {"epoch_loss_sum", exact(state.epoch_loss_sum)},
+        {"epoch_samples", std::to_string(state.epoch_samples)},
+        {"config", config_json},
+    };
+    write_safetensors(checkpoint_path(directory), tensors, metadata);
+}
+
+LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
+                          const std::vector<int64_t>& layer_sizes) {
+    const std::string path = checkpoint_path(directory);
+    if (!std::filesystem::exists(path))
+        throw Error("no checkpoint in '" + directory + "' (expected " + path + "); check --resume");
+    std::map<std::string, std::string> metadata;
+    const auto tensors = read_safetensors(path, &metadata);
+    if (field(metadata, "format", path) != kFormat)
+        throw Error("checkpoint '" + path + "' has format '" + metadata["format"] + "', expected " + kFormat);
+    ModelWeights weights;
+    for (size_t i = 0; i + 1 < layer_sizes.size(); ++i) {
+        LinearWeights layer;
+        layer.in = layer_sizes[i];
+        layer.out = layer_sizes[i + 1];
+        for (const auto& t : tensors) {
+            if (t.name == "layers." + std::to_string(i) + ".weight") layer.weight = t.data;
+            if (t.name == "layers." + std::to_string(i) + ".bias") layer.bias = t.data;
+        }
+        if (layer.weight.size() != static_cast<size_t>(layer.in * layer.out) || layer.bias.size() != static_cast<size_t>(layer.out))
+            throw Error("checkpoint '" + path + "' does not match the model (layer " + std::to_string(i) +
+                        "): resume with the same --hidden and data set");
+        weights.layers.push_back(std::move(layer));
+    }
+    engine.set_weights(weights);
+    engine.set_optimizer_state(tensors);
+    LoopState state;
+    auto integer = [&](const char* key) { return std::stoll(field(metadata, key, path)); };
+    auto real = [&](const char* key) { return std::stod(field(metadata, key, path)); };
+    try {
+        state.update = integer("update");
+        state.optimizer_step = integer("optimizer_step");
+        state.epoch = integer("epoch");
+        state.batch_in_epoch = integer("batch_in_epoch");
+        state.samples_seen = integer("samples_seen");
+        state.skipped_updates = integer("skipped_updates");
+        state.loss_scale = real("loss_scale");
+        state.clean_streak = integer("clean_streak");
+        state.wall_seconds = real("wall_seconds");
+        state.seed = std::stoull(field(metadata, "seed", path));
+        state.epoch_loss_sum = real("epoch_loss_sum");
+        state.epoch_samples = integer("epoch_samples");
+    } catch (const std::logic_error&) {
+        throw Error("checkpoint '" + path + "' has a malformed counter: the file is damaged");
+    }
+    return state;
+}
+
+}  // namespace trainbench

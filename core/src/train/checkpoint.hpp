@@ -1,0 +1,36 @@
+#pragma once
+// Checkpoints: one safetensors file, DIR/latest.safetensors, holding the model, the
+// optimizer state and, in its metadata, the loop's counters (update, optimizer step, data
+// position, loss scaler, skipped updates, elapsed time, seed). Written to a temporary file
+// and renamed, so a crash mid-write leaves the previous checkpoint intact.
+#include <cstdint>
+#include <string>
+
+#include "backend/compute_engine.hpp"
+
+namespace trainbench {
+
+struct LoopState {
+    int64_t update = 0;           // updates done
+    int64_t optimizer_step = 0;   // updates applied (fp16 skips excluded)
+    int64_t epoch = 1;            // position of the next global batch
+    int64_t batch_in_epoch = 0;
+    int64_t samples_seen = 0;
+    int64_t skipped_updates = 0;
+    double loss_scale = 1.0;
+    int64_t clean_streak = 0;
+    double wall_seconds = 0.0;
+    uint64_t seed = 0;            // data order is a pure function of (seed, epoch)
+    double epoch_loss_sum = 0.0;  // for the epoch's mean training loss
+    int64_t epoch_samples = 0;
+};
+
+std::string checkpoint_path(const std::string& directory);
+void write_checkpoint(const std::string& directory, const ComputeEngine& engine, const LoopState& state,
+                      const std::string& config_json);
+// Loads weights and optimizer state into `engine` and returns the loop state. Throws Error
+// for a missing, truncated or incompatible checkpoint.
+LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
+                          const std::vector<int64_t>& layer_sizes);
+
+}  // namespace trainbench

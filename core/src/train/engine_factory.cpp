@@ -1,0 +1,70 @@
+#include "train/engine_factory.hpp"
+
+#include <string>
+
+#include "trainbench/error.hpp"
+#include "trainbench/trainer.hpp"
+
+namespace trainbench {
+
+std::vector<int64_t> model_layer_sizes(const RunConfig& config, const Dataset& data) {
+    std::vector<int64_t> sizes{data.features};
+    sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
+    sizes.push_back(data.output_width());
+    return sizes;
+}
+
+EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch) {
+    EngineSpec spec;
+    spec.layer_sizes = model_layer_sizes(config, data);
+    spec.activation = config.activation;
+    spec.loss = data.task == Task::classification ? LossKind::softmax_cross_entropy : LossKind::mean_squared_error;
+    spec.optimizer = config.optimizer;
+    spec.precision = config.precision;
+    spec.max_micro_batch = micro_batch;
+    spec.max_eval_batch = micro_batch;
+    spec.gradient_checkpointing = config.gradient_checkpointing;
+    spec.threads = config.threads;
+    spec.memory_limit_bytes = config.memory_limit_bytes;
+    if (is_cuda_device(config.device)) {
+        spec.device_index = cuda_device_index(config.device);
+        if (config.preload_device) spec.preload = &data;
+    }
+    return spec;
+}
+
+bool is_cuda_device(const std::string& device) { return device.rfind("cuda", 0) == 0; }
+
+int cuda_device_index(const std::string& device) {
+    const auto colon = device.find(':');
+    return colon == std::string::npos ? 0 : std::stoi(device.substr(colon + 1));
+}
+
+namespace {
+[[noreturn]] void no_cuda(const std::string& device) {
+    throw Error("device '" + device + "' is not available: " + cuda_unavailable_reason() + "; use --device cpu");
+}
+}  // namespace
+
+BytesByCategory plan_engine_memory(const RunConfig& config, const EngineSpec& spec) {
+    if (!is_cuda_device(config.device)) return plan_cpu_engine_memory(spec);
+#ifdef TRAINBENCH_WITH_CUDA
+    return plan_cuda_engine_memory(spec);
+#else
+    no_cuda(config.device);
+#endif
+}
+
+std::unique_ptr<ComputeEngine> make_engine(const RunConfig& config, const EngineSpec& spec) {
+    if (!is_cuda_device(config.device)) return make_cpu_engine(spec);
+#ifdef TRAINBENCH_WITH_CUDA
+    bool found = false;
+    for (const auto& d : available_devices()) found = found || d.id == "cuda:" + std::to_string(spec.device_index);
+    if (!found) no_cuda(config.device);
+    return make_cuda_engine(spec);
+#else
+    no_cuda(config.device);
+#endif
+}
+
+}  // namespace trainbench

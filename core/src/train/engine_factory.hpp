@@ -1,0 +1,18 @@
+#pragma once
+// Turns a validated RunConfig and its data into the engine spec, and picks the backend.
+#include <memory>
+
+#include "backend/compute_engine.hpp"
+#include "trainbench/run_config.hpp"
+
+namespace trainbench {
+
+std::vector<int64_t> model_layer_sizes(const RunConfig& config, const Dataset& data);
+EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch);
+bool is_cuda_device(const std::string& device);
+int cuda_device_index(const std::string& device);
+// Bytes by category the chosen backend will hold at the peak of an update.
+BytesByCategory plan_engine_memory(const RunConfig& config, const EngineSpec& spec);
+std::unique_ptr<ComputeEngine> make_engine(const RunConfig& config, const EngineSpec& spec);
+
+}  // namespace trainbench

@@ -1,0 +1,325 @@
+#include "trainbench/run_config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+#include <string_view>
+#include <utility>
+
+#include "trainbench/error.hpp"
+
+namespace trainbench {
+
+double OptimizerConfig::resolved_lr() const {
+    if (lr) return *lr;
+    switch (kind) {
+        case OptimizerKind::rmsprop:
+        case OptimizerKind::adagrad: return 1e-2;
+        case OptimizerKind::sgd:
+        case OptimizerKind::adam:
+        case OptimizerKind::adamw: return 1e-3;
+    }
+    return 1e-3;
+}
+
+double OptimizerConfig::resolved_weight_decay() const {
+    if (weight_decay) return *weight_decay;
+    return kind == OptimizerKind::adamw ? 1e-2 : 0.0;
+}
+
+double OptimizerConfig::resolved_eps() const {
+    if (eps) return *eps;
+    return kind == OptimizerKind::adagrad ? 1e-10 : 1e-8;
+}
+
+namespace {
+
+template <typename Enum, size_t N>
+using NameTable = std::array<std::pair<Enum, std::string_view>, N>;
+
+constexpr NameTable<Activation, 4> kActivationNames{{{Activation::relu, "relu"},
+                                                     {Activation::gelu, "gelu"},
+                                                     {Activation::tanh, "tanh"},
+                                                     {Activation::sigmoid, "sigmoid"}}};
+constexpr NameTable<OptimizerKind, 5> kOptimizerNames{{{OptimizerKind::sgd, "sgd"},
+                                                       {OptimizerKind::adam, "adam"},
+                                                       {OptimizerKind::adamw, "adamw"},
+                                                       {OptimizerKind::rmsprop, "rmsprop"},
+                                                       {OptimizerKind::adagrad, "adagrad"}}};
+constexpr NameTable<ScheduleKind, 4> kScheduleNames{{{ScheduleKind::constant, "constant"},
+                                                     {ScheduleKind::linear, "linear"},
+                                                     {ScheduleKind::cosine, "cosine"},
+                                                     {ScheduleKind::step, "step"}}};
+constexpr NameTable<Precision, 3> kPrecisionNames{{{Precision::fp32, "fp32"},
+                                                   {Precision::fp16, "fp16"},
+                                                   {Precision::bf16, "bf16"}}};
+
+template <typename Enum, size_t N>
+std::string name_of(const NameTable<Enum, N>& table, Enum value) {
+    for (const auto& [e, name] : table)
+        if (e == value) return std::string(name);
+    return "unknown";
+}
+
+std::string lowercase(std::string_view text) {
+    std::string out(text);
+    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// "sgd, adam, adamw, rmsprop or adagrad"
+template <typename Enum, size_t N>
+std::string accepted_names(const NameTable<Enum, N>& table) {
+    std::string out;
+    for (size_t i = 0; i < N; ++i) {
+        if (i > 0) out += (i + 1 == N) ? " or " : ", ";
+        out += table[i].second;
+    }
+    return out;
+}
+
+template <typename Enum, size_t N>
+Enum parse_name(const NameTable<Enum, N>& table, const std::string& text, const char* what) {
+    const std::string wanted = lowercase(text);
+    for (const auto& [e, name] : table)
+        if (name == wanted) return e;
+    throw Error("unknown " + std::string(what) + " '" + text + "': expected " +
+                accepted_names(table));
+}
+
+}  // namespace
+
+std::string to_string(Activation a) { return name_of(kActivationNames, a); }
+std::string to_string(OptimizerKind k) { return name_of(kOptimizerNames, k); }
+std::string to_string(ScheduleKind k) { return name_of(kScheduleNames, k); }
+std::string to_string(Precision p) { return name_of(kPrecisionNames, p); }
+
+Activation parse_activation(const std::string& s) {
+    return parse_name(kActivationNames, s, "activation");
+}
+OptimizerKind parse_optimizer(const std::string& s) {
+    return parse_name(kOptimizerNames, s, "optimizer");
+}
+ScheduleKind parse_schedule(const std::string& s) {
+    return parse_name(kScheduleNames, s, "schedule");
+}
+Precision parse_precision(const std::string& s) {
+    return parse_name(kPrecisionNames, s, "precision");
+}
+
+int64_t parse_byte_size(const std::string& text) {
+    const auto fail = [&](const std::string& why) -> Error {
+        return Error("invalid byte size '" + text + "': " + why +
+                     " (examples: 512MiB, 2GiB, 1.5GB, 64KB, 1000000)");
+    };
+    std::string_view s(text);
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+    if (s.empty()) throw fail("it is empty");
+
+    // Only plain decimals: from_chars alone would also take signs, exponents, "inf" and "nan".
+    size_t number_end = 0;
+    bool seen_digit = false, seen_point = false;
+    for (; number_end < s.size(); ++number_end) {
+        const char c = s[number_end];
+        if (std::isdigit(static_cast<unsigned char>(c))) {
+            seen_digit = true;
+        } else if (c == '.' && !seen_point) {
+            seen_point = true;
+        } else {
+            break;
+        }
+    }
+    if (!seen_digit) {
+        if (s.front() == '-') throw fail("a size cannot be negative");
+        throw fail("it does not start with a number");
+    }
+    double number = 0.0;
+    const auto parsed = std::from_chars(s.data(), s.data() + number_end, number);
+    if (parsed.ec != std::errc() || parsed.ptr != s.data() + number_end)
+        throw fail("it does not start with a number");
+
+    std::string_view unit_text = s.substr(number_end);
+    while (!unit_text.empty() && std::isspace(static_cast<unsigned char>(unit_text.front())))
+        unit_text.remove_prefix(1);
+    const std::string unit = lowercase(unit_text);
+
+    struct Unit {
+        std::string_view name;
+        double bytes;
+    };
+    static constexpr std::array<Unit, 9> kUnits{{{"", 1.0},
+                                                 {"b", 1.0},
+                                                 {"kb", 1e3},
+                                                 {"mb", 1e6},
+                                                 {"gb", 1e9},
+                                                 {"tb", 1e12},
+                                                 {"kib", 1024.0},
+                                                 {"mib", 1024.0 * 1024.0},
+                                                 {"gib", 1024.0 * 1024.0 * 1024.0}}};
+    const auto found = std::find_if(kUnits.begin(), kUnits.end(),
+                                    [&](const Unit& u) { return u.name == unit; });
+    if (found == kUnits.end())
+        throw fail("unknown unit '" + std::string(unit_text) +
+                   "', expected B, KB, MB, GB, TB, KiB, MiB or GiB");
+
+    const double bytes = std::round(number * found->bytes);
+    // 2^63 is exactly representable; anything at or above it does not fit in int64_t.
+    if (!(bytes < 9223372036854775808.0)) throw fail("it is too large");
+    return static_cast<int64_t>(bytes);
+}
+
+std::string format_bytes(int64_t bytes) {
+    static constexpr std::array<const char*, 6> kUnits{"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    const bool negative = bytes < 0;
+    double value = std::fabs(static_cast<double>(bytes));
+    size_t unit = 0;
+    while (value >= 1024.0 && unit + 1 < kUnits.size()) {
+        value /= 1024.0;
+        ++unit;
+    }
+    char number[32];
+    if (unit == 0) {
+        std::snprintf(number, sizeof number, "%.0f", value);
+    } else {
+        std::snprintf(number, sizeof number, "%.2f", value);
+        // "1.50" -> "1.5", "128.00" -> "128": fewer digits read faster beside a slider.
+        std::string_view trimmed(number);
+        while (trimmed.back() == '0') trimmed.remove_suffix(1);
+        if (trimmed.back() == '.') trimmed.remove_suffix(1);
+        number[trimmed.size()] = '\0';
+    }
+    return std::string(negative ? "-" : "") + number + " " + kUnits[unit];
+}
+
+namespace {
+
+std::string show(double value) {
+    if (std::isnan(value)) return "nan";  // not "-nan": the sign of a NaN means nothing to users
+    std::ostringstream out;
+    out << value;
+    return out.str();
+}
+
+[[noreturn]] void reject(const std::string& flag, const std::string& problem) {
+    throw Error("invalid " + flag + ": " + problem);
+}
+
+void require_at_least(const std::string& flag, int64_t value, int64_t minimum,
+                      const std::string& hint = {}) {
+    if (value >= minimum) return;
+    reject(flag, "must be at least " + std::to_string(minimum) + ", got " +
+                     std::to_string(value) + (hint.empty() ? "" : " (" + hint + ")"));
+}
+
+// NaN fails every comparison, so each check is written as "not inside the range".
+void require_in_range(const std::string& flag, double value, double low, bool low_closed,
+                      double high, bool high_closed) {
+    const bool above_low = low_closed ? value >= low : value > low;
+    const bool below_high = high_closed ? value <= high : value < high;
+    if (above_low && below_high) return;
+    const std::string range = std::string(low_closed ? "[" : "(") + show(low) + ", " +
+                              show(high) + (high_closed ? "]" : ")");
+    reject(flag, "must be in " + range + ", got " + show(value));
+}
+
+void require_non_negative_finite(const std::string& flag, double value) {
+    if (std::isfinite(value) && value >= 0.0) return;
+    reject(flag, "must be a finite number >= 0, got " + show(value));
+}
+
+void require_positive_finite(const std::string& flag, double value) {
+    if (std::isfinite(value) && value > 0.0) return;
+    reject(flag, "must be a finite number > 0, got " + show(value));
+}
+
+bool is_device_syntax(const std::string& device) {
+    if (device == "cpu" || device == "cuda") return true;
+    constexpr std::string_view prefix = "cuda:";
+    if (device.size() <= prefix.size() || device.compare(0, prefix.size(), prefix) != 0)
+        return false;
+    return std::all_of(device.begin() + prefix.size(), device.end(),
+                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+// Fields without a CLI flag are named by their config JSON key.
+void validate_optimizer(const OptimizerConfig& o) {
+    require_positive_finite("--lr", o.resolved_lr());
+    require_in_range("--momentum", o.momentum, 0.0, true, 1.0, false);
+    require_in_range("optimizer.dampening", o.dampening, 0.0, true, 1.0, true);
+    require_non_negative_finite("--weight-decay", o.resolved_weight_decay());
+    require_in_range("optimizer.beta1", o.beta1, 0.0, true, 1.0, false);
+    require_in_range("optimizer.beta2", o.beta2, 0.0, true, 1.0, false);
+    require_non_negative_finite("optimizer.eps", o.resolved_eps());
+    require_in_range("optimizer.alpha", o.alpha, 0.0, true, 1.0, true);
+    require_non_negative_finite("optimizer.lr_decay", o.lr_decay);
+    require_non_negative_finite("optimizer.initial_accumulator_value", o.initial_accumulator_value);
+    // torch.optim.SGD's rule: Nesterov momentum needs momentum and no dampening.
+    if (o.kind == OptimizerKind::sgd && o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
+        reject("optimizer.nesterov",
+               "Nesterov momentum requires --momentum > 0 and optimizer.dampening 0, got "
+                             "momentum " + show(o.momentum) + " and dampening " +
+                                 show(o.dampening));
+}
+
+void validate_schedule(const ScheduleConfig& s) {
+    require_at_least("--warmup-steps", s.warmup_steps, 0);
+    require_at_least("--decay-every", s.decay_every, 1);
+    require_positive_finite("--decay-gamma", s.decay_gamma);
+    require_non_negative_finite("schedule.min_lr", s.min_lr);
+}
+
+}  // namespace
+
+void validate(const RunConfig& c) {
+    if (c.dataset.empty())
+        reject("--dataset", "it is empty; choose spirals, moons, blobs, sine, fashion-mnist, "
+                            "csv:PATH or idx:DIR");
+    require_at_least("--samples", c.synthetic_samples, 1);
+    require_in_range("--val-fraction", c.val_fraction, 0.0, true, 1.0, false);
+
+    for (size_t i = 0; i < c.hidden.size(); ++i)
+        if (c.hidden[i] < 1)
+            reject("--hidden", "hidden layer " + std::to_string(i) + " has width " +
+                                   std::to_string(c.hidden[i]) +
+                                   "; every layer needs at least 1 unit (e.g. --hidden 128,128)");
+
+    require_at_least("--batch-size", c.batch_size, 1);
+    require_at_least("--step-size", c.step_size, 1,
+                     "it is the number of micro-batches accumulated per update");
+    if (c.step_size > c.batch_size)
+        throw Error("step_size (" + std::to_string(c.step_size) + ") is larger than batch_size (" +
+                    std::to_string(c.batch_size) +
+                    "): each micro-batch needs at least one sample; lower --step-size or raise "
+                    "--batch-size");
+
+    validate_optimizer(c.optimizer);
+    validate_schedule(c.schedule);
+    if (!(c.clip_grad_norm >= 0.0))
+        reject("--clip-grad-norm", "must be >= 0 (0 turns clipping off), got " +
+                                       show(c.clip_grad_norm));
+    require_at_least("--epochs", c.epochs, 1);
+    require_at_least("--max-steps", c.max_steps, 0, "0 means no limit");
+
+    if (!is_device_syntax(c.device))
+        reject("--device", "unknown device '" + c.device + "', expected cpu, cuda or cuda:N");
+    require_at_least("--threads", c.threads, 0, "0 uses all cores");
+
+    require_at_least("--memory-limit", c.memory_limit_bytes, 0, "0 means no budget");
+    if (c.auto_fit && c.memory_limit_bytes == 0)
+        reject("--auto-fit", "it needs a memory budget to fit into; add --memory-limit (e.g. "
+                             "--memory-limit 512MiB)");
+    require_at_least("--empty-cache-steps", c.empty_cache_steps, 0, "0 never releases the cache");
+    require_at_least("--prefetch", c.prefetch, 0, "0 loads batches inline");
+
+    require_at_least("--checkpoint-every", c.checkpoint_every, 0, "0 writes no checkpoints");
+    if (c.checkpoint_every > 0 && c.checkpoint_dir.empty())
+        reject("--checkpoint-every", "checkpoints need a folder; add --checkpoint-dir DIR");
+}
+
+}  // namespace trainbench

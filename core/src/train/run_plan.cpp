@@ -1,0 +1,105 @@
+#include "trainbench/run_plan.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "train/engine_factory.hpp"
+#include "trainbench/error.hpp"
+#include "trainbench/trainer.hpp"
+
+namespace trainbench {
+
+std::vector<int64_t> split_micro_batches(int64_t batch_samples, int64_t step_size) {
+    std::vector<int64_t> sizes;
+    const int64_t parts = std::min(step_size, batch_samples);  // a tiny last batch has fewer parts
+    for (int64_t k = 0; k < parts; ++k) sizes.push_back(batch_samples / parts + (k < batch_samples % parts ? 1 : 0));
+    return sizes;
+}
+
+int64_t updates_per_epoch(int64_t samples, int64_t global_batch) {
+    return global_batch > 0 ? (samples + global_batch - 1) / global_batch : 0;
+}
+
+namespace {
+
+int64_t micro_batch_for(int64_t batch, int64_t step_size) { return (batch + step_size - 1) / step_size; }
+
+int64_t planned_total_for(const RunConfig& config, const Dataset& data) {
+    const auto spec = make_engine_spec(config, data, micro_batch_for(config.batch_size, config.step_size));
+    return sum_bytes(plan_engine_memory(config, spec));
+}
+
+// Smallest step_size >= the configured one whose plan fits the budget; 0 if none does.
+int64_t smallest_fitting_step_size(RunConfig config, const Dataset& data) {
+    int64_t previous_micro = -1;
+    for (int64_t step = config.step_size; step <= config.batch_size; ++step) {
+        const int64_t micro = micro_batch_for(config.batch_size, step);
+        if (micro == previous_micro) continue;  // same buffers, same memory
+        previous_micro = micro;
+        config.step_size = step;
+        if (planned_total_for(config, data) <= config.memory_limit_bytes) return step;
+    }
+    return 0;
+}
+
+std::string over_budget_message(const RunConfig& config, const Dataset& data, int64_t needed) {
+    std::string fixes;
+    auto add_fix = [&fixes](const std::string& fix) { fixes += (fixes.empty() ? "" : ", or ") + fix; };
+    if (const int64_t step = smallest_fitting_step_size(config, data)) add_fix("--step-size " + std::to_string(step));
+    RunConfig variant = config;
+    variant.gradient_checkpointing = true;
+    if (!config.gradient_checkpointing && planned_total_for(variant, data) <= config.memory_limit_bytes)
+        add_fix("--gradient-checkpointing");
+    variant = config;
+    variant.precision = Precision::bf16;
+    if (config.precision == Precision::fp32 && planned_total_for(variant, data) <= config.memory_limit_bytes)
+        add_fix("--precision bf16");
+    std::string message = "the run needs " + format_bytes(needed) + " but --memory-limit is " +
+                          format_bytes(config.memory_limit_bytes) + ": ";
+    if (fixes.empty())
+        message += "no step_size, checkpointing or 16-bit precision makes it fit; lower --batch-size or --hidden, or raise --memory-limit";
+    else
+        message += "it fits with " + fixes + " (or --auto-fit to pick the step_size)";
+    return message;
+}
+
+}  // namespace
+
+RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
+    validate(requested);
+    RunConfig config = requested;
+    RunPlan plan;
+    if (config.memory_limit_bytes > 0) {
+        const int64_t needed = planned_total_for(config, data);
+        if (needed > config.memory_limit_bytes) {
+            const int64_t step = config.auto_fit ? smallest_fitting_step_size(config, data) : 0;
+            if (step == 0) throw Error(over_budget_message(config, data, needed));
+            RunConfig fitted = config;
+            fitted.step_size = step;
+            plan.auto_fit_note = "--auto-fit chose step_size " + std::to_string(step) + " (micro-batch " +
+                                 std::to_string(micro_batch_for(config.batch_size, step)) + "): needs " +
+                                 format_bytes(planned_total_for(fitted, data)) + " of " +
+                                 format_bytes(config.memory_limit_bytes) + " instead of " + format_bytes(needed);
+            config.step_size = step;
+        } else if (config.auto_fit) {
+            plan.auto_fit_note = "--auto-fit kept step_size " + std::to_string(config.step_size) + ": needs " +
+                                 format_bytes(needed) + " of " + format_bytes(config.memory_limit_bytes);
+        }
+    }
+    plan.global_batch = config.batch_size;
+    plan.step_size = config.step_size;
+    plan.micro_batch = micro_batch_for(config.batch_size, config.step_size);
+    plan.train_samples = data.train.count;
+    plan.updates_per_epoch = updates_per_epoch(data.train.count, config.batch_size);
+    plan.total_updates = plan.updates_per_epoch * config.epochs;
+    if (config.max_steps > 0) plan.total_updates = std::min(plan.total_updates, config.max_steps);
+    const auto spec = make_engine_spec(config, data, plan.micro_batch);
+    plan.layer_sizes = spec.layer_sizes;
+    for (size_t i = 0; i + 1 < plan.layer_sizes.size(); ++i)
+        plan.parameter_count += plan.layer_sizes[i] * plan.layer_sizes[i + 1] + plan.layer_sizes[i + 1];
+    plan.planned_bytes = plan_engine_memory(config, spec);
+    if (data.train.count == 0) throw Error("data set '" + data.name + "' has no training rows");
+    return plan;
+}
+
+}  // namespace trainbench

@@ -1,0 +1,371 @@
+#include "trainbench/technique_comparison.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include "trainbench/error.hpp"
+#include "trainbench/trainer.hpp"
+
+namespace trainbench {
+
+std::string to_string(Technique technique) {
+    switch (technique) {
+        case Technique::baseline: return "baseline";
+        case Technique::batch_size: return "batch size";
+        case Technique::gradient_accumulation: return "gradient accumulation";
+        case Technique::gradient_checkpointing: return "gradient checkpointing";
+        case Technique::mixed_precision: return "mixed precision";
+        case Technique::empty_cache: return "empty cache every N steps";
+        case Technique::optimizer_choice: return "optimizer choice";
+        case Technique::data_preloading: return "data preloading";
+    }
+    return "unknown";
+}
+
+std::vector<Technique> all_techniques() {
+    return {Technique::baseline,           Technique::batch_size,
+            Technique::gradient_accumulation, Technique::gradient_checkpointing,
+            Technique::mixed_precision,    Technique::empty_cache,
+            Technique::optimizer_choice,   Technique::data_preloading};
+}
+
+TechniqueClaim claimed_effect(Technique technique) {
+    switch (technique) {
+        case Technique::baseline: return {"", ""};
+        case Technique::batch_size: return {"yes", "yes"};
+        case Technique::gradient_accumulation: return {"no", "yes"};
+        case Technique::gradient_checkpointing: return {"no", "yes"};
+        case Technique::mixed_precision: return {"yes", "maybe"};
+        case Technique::empty_cache: return {"no (~10% slower)", "yes"};
+        case Technique::optimizer_choice: return {"yes", "yes"};
+        case Technique::data_preloading: return {"yes", "no"};
+    }
+    return {};
+}
+
+// Measured on the 2-core reference machine: one default update (Fashion-MNIST, 784-512-512-10,
+// batch 128, Adam, fp32) takes about 25 ms and the slowest variants about twice that, so 8
+// runs of this many updates plus loading the data stay well inside 2 minutes.
+int64_t default_comparison_steps() { return 60; }
+
+RunConfig default_comparison_config() {
+    RunConfig config;
+    config.dataset = "fashion-mnist";
+    config.hidden = {512, 512};
+    config.batch_size = 128;
+    config.step_size = 2;
+    config.max_steps = default_comparison_steps();
+    return config;
+}
+
+namespace {
+
+std::string arrow(const std::string& what, const std::string& from, const std::string& to) {
+    return what + " " + from + " -> " + to;
+}
+
+std::string on_off(bool on) { return on ? "on" : "off"; }
+
+double percent_change(double value, double reference) {
+    if (!(reference > 0.0) || !std::isfinite(value)) return std::numeric_limits<double>::quiet_NaN();
+    return 100.0 * (value - reference) / reference;
+}
+
+// The configuration a comparison run uses: no files written, and enough epochs that every run
+// stops at exactly `steps` updates whatever its batch size.
+RunConfig comparison_base(const RunConfig& base, int64_t steps) {
+    RunConfig config = base;
+    config.metrics_out.clear();
+    config.save_weights.clear();
+    config.checkpoint_every = 0;
+    config.checkpoint_dir.clear();
+    config.resume_dir.clear();
+    config.max_steps = steps;
+    config.epochs = std::max<int64_t>(config.epochs, steps);
+    return config;
+}
+
+struct RunMeasurements {
+    std::vector<double> update_ms;
+    std::vector<double> losses;
+    int64_t peak_memory = 0;
+    int64_t peak_activations = 0;
+    int64_t peak_rss = 0;
+    int64_t batch_samples = 0;
+    std::vector<int64_t> layer_sizes;
+};
+
+double median_after(std::vector<double> values, int64_t skip) {
+    if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+    if (static_cast<int64_t>(values.size()) > skip) values.erase(values.begin(), values.begin() + skip);
+    auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+    std::nth_element(values.begin(), middle, values.end());
+    double upper = *middle;
+    if (values.size() % 2 == 1) return upper;
+    double lower = *std::max_element(values.begin(), middle);
+    return 0.5 * (lower + upper);
+}
+
+double mean_of_last(const std::vector<double>& values, size_t count) {
+    if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+    size_t n = std::min(count, values.size());
+    double sum = 0.0;
+    for (size_t i = values.size() - n; i < values.size(); ++i) sum += values[i];
+    return sum / static_cast<double>(n);
+}
+
+RunResult run_measured(const RunConfig& config, const std::atomic<bool>* stop,
+                       const std::shared_ptr<const Dataset>& data, RunMeasurements& out) {
+    out = {};
+    out.update_ms.reserve(static_cast<size_t>(std::max<int64_t>(config.max_steps, 1)));
+    out.losses.reserve(out.update_ms.capacity());
+    Observer observer;
+    observer.on_start = [&out](const RunPlan& plan) {
+        out.layer_sizes = plan.layer_sizes;
+        out.batch_samples = plan.global_batch;
+    };
+    observer.on_update = [&out](const StepMetrics& m) {
+        out.update_ms.push_back(m.update_ms);
+        out.losses.push_back(m.loss);
+        out.peak_memory = std::max(out.peak_memory, m.memory.reserved_peak);
+        out.peak_activations =
+            std::max(out.peak_activations, m.memory.peak_bytes(MemoryCategory::activations));
+        out.peak_rss = std::max(out.peak_rss, m.rss_bytes);
+    };
+    return train(config, observer, stop, data);
+}
+
+std::string csv_field(const std::string& text) {
+    if (text.find_first_of(",\"\n") == std::string::npos) return text;
+    std::string quoted = "\"";
+    for (char c : text) {
+        if (c == '"') quoted += '"';
+        quoted += c;
+    }
+    return quoted + "\"";
+}
+
+std::string number(double value, const char* format = "%.9g") {
+    if (std::isnan(value)) return "";
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, format, value);
+    return buffer;
+}
+
+std::string signed_percent(double value) {
+    if (std::isnan(value)) return "";
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%+.1f%%", value);
+    return buffer;
+}
+
+std::string model_description(const std::vector<int64_t>& layer_sizes) {
+    std::string text;
+    for (size_t i = 0; i < layer_sizes.size(); ++i) {
+        if (i > 0) text += "-";
+        text += std::to_string(layer_sizes[i]);
+    }
+    return text;
+}
+
+}  // namespace
+
+RunConfig technique_variant(const RunConfig& base, Technique technique,
+                            const ComparisonOptions& options, std::string* change) {
+    RunConfig variant = base;
+    std::string description;
+    switch (technique) {
+        case Technique::baseline:
+            description = "as configured";
+            break;
+        case Technique::batch_size:
+            variant.batch_size = base.batch_size * 2;
+            description = arrow("batch_size", std::to_string(base.batch_size),
+                                std::to_string(variant.batch_size));
+            break;
+        case Technique::gradient_accumulation: {
+            variant.step_size = std::min(base.step_size * 4, base.batch_size);
+            if (variant.step_size == base.step_size)
+                throw Error("gradient accumulation: step_size " + std::to_string(base.step_size) +
+                            " already equals batch_size; use a larger --batch-size to compare");
+            description = arrow("step_size", std::to_string(base.step_size),
+                                std::to_string(variant.step_size)) +
+                          " (same global batch " + std::to_string(base.batch_size) + ")";
+            break;
+        }
+        case Technique::gradient_checkpointing:
+            variant.gradient_checkpointing = !base.gradient_checkpointing;
+            description = arrow("gradient_checkpointing", on_off(base.gradient_checkpointing),
+                                on_off(variant.gradient_checkpointing));
+            break;
+        case Technique::mixed_precision:
+            variant.precision = base.precision == Precision::fp32 ? Precision::bf16 : Precision::fp32;
+            description = arrow("precision", to_string(base.precision), to_string(variant.precision));
+            break;
+        case Technique::empty_cache:
+            variant.empty_cache_steps = base.empty_cache_steps == 0 ? options.empty_cache_steps : 0;
+            description = variant.empty_cache_steps > 0
+                              ? "empty cache every " + std::to_string(variant.empty_cache_steps) +
+                                    (variant.empty_cache_steps == 1 ? " update" : " updates")
+                              : "empty cache never (baseline every " +
+                                    std::to_string(base.empty_cache_steps) + ")";
+            break;
+        case Technique::optimizer_choice:
+            variant.optimizer.kind = base.optimizer.kind == OptimizerKind::adam ? OptimizerKind::sgd
+                                                                              : OptimizerKind::adam;
+            description = arrow("optimizer", to_string(base.optimizer.kind),
+                                to_string(variant.optimizer.kind));
+            break;
+        case Technique::data_preloading:
+            variant.prefetch = base.prefetch == 0 ? 2 : 0;
+            description = arrow("prefetch", std::to_string(base.prefetch), std::to_string(variant.prefetch));
+            break;
+    }
+    if (change) *change = description;
+    return variant;
+}
+
+std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
+                                              const ComparisonOptions& options,
+                                              const ComparisonObserver& observer,
+                                              const std::atomic<bool>* stop,
+                                              std::shared_ptr<const Dataset> data) {
+    const int64_t steps = options.max_steps > 0 ? options.max_steps : default_comparison_steps();
+    const RunConfig base = comparison_base(base_config, steps);
+    validate(base);
+    if (!data) {
+        DataOptions data_options;
+        data_options.seed = base.seed;
+        data_options.val_fraction = base.val_fraction;
+        data_options.shuffle = base.shuffle;
+        data_options.synthetic_samples = base.synthetic_samples;
+        data = std::make_shared<const Dataset>(load_dataset(base.dataset, data_options));
+    }
+    auto stopped = [stop] { return stop && stop->load(); };
+
+    std::vector<Technique> techniques = options.techniques;
+    // Every change is measured against the baseline, so it always runs, and first.
+    techniques.erase(std::remove(techniques.begin(), techniques.end(), Technique::baseline),
+                     techniques.end());
+    techniques.insert(techniques.begin(), Technique::baseline);
+    const int total = static_cast<int>(techniques.size());
+
+    RunMeasurements measured;
+    if (options.warm_start) {
+        RunConfig warm = base;
+        warm.max_steps = std::min<int64_t>(steps, 3);
+        run_measured(warm, stop, data, measured);
+    }
+
+    std::vector<ComparisonRow> rows;
+    for (int index = 0; index < total && !stopped(); ++index) {
+        ComparisonRow row;
+        row.technique = techniques[index];
+        row.claim = claimed_effect(row.technique);
+        try {
+            row.config = technique_variant(base, row.technique, options, &row.change);
+        } catch (const Error& e) {
+            row.config = base;
+            row.error = e.what();
+            rows.push_back(row);
+            if (observer.on_run_end) observer.on_run_end(index, total, rows.back());
+            continue;
+        }
+        if (observer.on_run_start) observer.on_run_start(index, total, row);
+        try {
+            RunResult result = run_measured(row.config, stop, data, measured);
+            row.ok = result.reason == StopReason::completed || result.reason == StopReason::max_steps;
+            if (result.reason == StopReason::stopped) row.error = "stopped before it finished";
+            else if (!row.ok) row.error = result.message.empty() ? to_string(result.reason) : result.message;
+        } catch (const Error& e) {
+            if (row.technique == Technique::baseline) throw;
+            row.error = e.what();
+        }
+        row.layer_sizes = measured.layer_sizes;
+        row.updates = static_cast<int64_t>(measured.update_ms.size());
+        row.samples_per_update = measured.batch_samples;
+        row.median_update_ms = median_after(measured.update_ms, options.warmup_updates);
+        row.samples_per_second = row.median_update_ms > 0.0
+                                     ? 1000.0 * static_cast<double>(row.samples_per_update) / row.median_update_ms
+                                     : std::numeric_limits<double>::quiet_NaN();
+        row.peak_memory_bytes = measured.peak_memory;
+        row.peak_activation_bytes = measured.peak_activations;
+        row.peak_rss_bytes = measured.peak_rss;
+        row.final_loss = mean_of_last(measured.losses, 10);
+        rows.push_back(row);
+        if (observer.on_run_end) observer.on_run_end(index, total, rows.back());
+    }
+
+    const ComparisonRow* baseline = nullptr;
+    for (const auto& row : rows)
+        if (row.technique == Technique::baseline && row.ok) baseline = &row;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (auto& row : rows) {
+        bool comparable = baseline && row.ok && row.technique != Technique::baseline;
+        row.update_time_change_pct =
+            comparable ? percent_change(row.median_update_ms, baseline->median_update_ms) : nan;
+        row.throughput_change_pct =
+            comparable ? percent_change(row.samples_per_second, baseline->samples_per_second) : nan;
+        row.peak_memory_change_pct =
+            comparable ? percent_change(static_cast<double>(row.peak_memory_bytes),
+                                        static_cast<double>(baseline->peak_memory_bytes))
+                       : nan;
+    }
+    return rows;
+}
+
+std::string comparison_to_markdown(const std::vector<ComparisonRow>& rows) {
+    std::ostringstream out;
+    if (!rows.empty()) {
+        const ComparisonRow& first = rows.front();
+        out << "Measured on " << first.config.dataset << ", MLP "
+            << model_description(first.layer_sizes) << ", device " << first.config.device << ", "
+            << first.config.max_steps << " updates per run (median update time after the first "
+            << "updates; peak memory = the engine allocator's largest total held, cache included)."
+            << "\n\n";
+    }
+    out << "| technique | change | claimed: faster? | claimed: less memory? | update time (ms) "
+           "| update time change | samples/s | throughput change | peak memory | "
+           "peak memory change | final loss |\n";
+    out << "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const auto& row : rows) {
+        out << "| " << to_string(row.technique) << " | " << row.change << " | " << row.claim.faster
+            << " | " << row.claim.less_memory << " | ";
+        if (!row.ok) {
+            out << "failed: " << row.error << " | | | | | | |\n";
+            continue;
+        }
+        out << number(row.median_update_ms, "%.3f") << " | " << signed_percent(row.update_time_change_pct)
+            << " | " << number(row.samples_per_second, "%.0f") << " | "
+            << signed_percent(row.throughput_change_pct) << " | " << format_bytes(row.peak_memory_bytes)
+            << " | " << signed_percent(row.peak_memory_change_pct) << " | "
+            << number(row.final_loss, "%.4f") << " |\n";
+    }
+    return out.str();
+}
+
+std::string comparison_to_csv(const std::vector<ComparisonRow>& rows) {
+    std::ostringstream out;
+    out << "technique,change,claimed_faster,claimed_less_memory,ok,error,dataset,model,device,"
+           "precision,batch_size,step_size,updates,median_update_ms,samples_per_second,"
+           "peak_memory_bytes,peak_activation_bytes,peak_rss_bytes,final_loss,"
+           "update_time_change_pct,throughput_change_pct,peak_memory_change_pct\n";
+    for (const auto& row : rows) {
+        out << csv_field(to_string(row.technique)) << ',' << csv_field(row.change) << ','
+            << csv_field(row.claim.faster) << ',' << csv_field(row.claim.less_memory) << ','
+            << (row.ok ? 1 : 0) << ',' << csv_field(row.error) << ',' << csv_field(row.config.dataset)
+            << ',' << model_description(row.layer_sizes) << ',' << csv_field(row.config.device) << ','
+            << to_string(row.config.precision) << ',' << row.config.batch_size << ','
+            << row.config.step_size << ',' << row.updates << ',' << number(row.median_update_ms) << ','
+            << number(row.samples_per_second) << ',' << row.peak_memory_bytes << ','
+            << row.peak_activation_bytes << ',' << row.peak_rss_bytes << ',' << number(row.final_loss)
+            << ',' << number(row.update_time_change_pct) << ',' << number(row.throughput_change_pct)
+            << ',' << number(row.peak_memory_change_pct) << '\n';
+    }
+    return out.str();
+}
+
+}  // namespace trainbench

@@ -1,0 +1,303 @@
+// The training loop. It knows nothing of threads or windows: it takes an observer and a
+// stop flag, and drives a ComputeEngine (CPU or CUDA) update by update.
+#include "trainbench/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "nn/mlp_init.hpp"
+#include "optim/lr_schedule.hpp"
+#include "precision/loss_scaler.hpp"
+#include "train/checkpoint.hpp"
+#include "train/engine_factory.hpp"
+#include "train/micro_batch_stream.hpp"
+#include "trainbench/config_json.hpp"
+#include "trainbench/error.hpp"
+
+namespace trainbench {
+
+std::string to_string(StopReason reason) {
+    switch (reason) {
+        case StopReason::completed: return "completed";
+        case StopReason::max_steps: return "max_steps";
+        case StopReason::stopped: return "stopped";
+        case StopReason::diverged: return "diverged";
+        case StopReason::failed: return "failed";
+    }
+    return "unknown";
+}
+
+namespace {
+
+// fp16 updates that overflow are skipped; this many in a row means the run cannot recover.
+constexpr int64_t kMaxConsecutiveSkips = 40;
+
+DataOptions data_options(const RunConfig& config) {
+    DataOptions options;
+    options.seed = config.seed;
+    options.val_fraction = config.val_fraction;
+    options.shuffle = config.shuffle;
+    options.synthetic_samples = config.synthetic_samples;
+    return options;
+}
+
+class TrainingLoop {
+public:
+    TrainingLoop(const RunConfig& config, const Observer& observer, const std::atomic<bool>* stop,
+                 std::shared_ptr<const Dataset> data)
+        : requested_(config), observer_(observer), stop_(stop), data_(std::move(data)) {}
+
+    RunResult run() {
+        prepare();
+        if (observer_.on_start) observer_.on_start(result_.plan);
+        if (!result_.plan.auto_fit_note.empty()) note(result_.plan.auto_fit_note);
+        try {
+            loop();
+        } catch (const Error& e) {
+            finish(StopReason::failed, e.what());
+        }
+        result_.seconds = elapsed_seconds();
+        result_.weights = engine_->weights();
+        return result_;
+    }
+
+private:
+    void prepare() {
+        validate(requested_);
+        if (!data_) data_ = std::make_shared<const Dataset>(load_dataset(requested_.dataset, data_options(requested_)));
+        result_.plan = plan_run(requested_, *data_);
+        config_ = requested_;
+        config_.step_size = result_.plan.step_size;  // --auto-fit may have raised it
+        spec_ = make_engine_spec(config_, *data_, result_.plan.micro_batch);
+        engine_ = make_engine(config_, spec_);
+
+        if (!config_.resume_dir.empty()) {
+            state_ = read_checkpoint(config_.resume_dir, *engine_, spec_.layer_sizes);
+            if (state_.seed != config_.seed)
+                throw Error("checkpoint in '" + config_.resume_dir + "' was made with --seed " + std::to_string(state_.seed) +
+                            ", not " + std::to_string(config_.seed) + ": resume with the same seed");
+        } else {
+            ModelWeights weights;
+            if (!config_.init_weights.empty()) {
+                weights = load_weights(config_.init_weights);
+                check_weights_shape(weights, spec_.layer_sizes);
+            } else {
+                weights = init_mlp_weights(spec_.layer_sizes, config_.seed);
+            }
+            engine_->set_weights(weights);
+            state_.seed = config_.seed;
+            state_.loss_scale = config_.precision == Precision::fp16 ? DynamicLossScaler().scale() : 1.0;
+        }
+        scaler_.restore(state_.loss_scale, state_.clean_streak);
+        base_lr_ = config_.optimizer.resolved_lr();
+        if (config_.checkpoint_every > 0) config_json_ = config_to_json(config_);
+        // Validation batches: the train-loop's micro-batch size, identity order.
+        val_x_.resize(static_cast<size_t>(data_->features * result_.plan.micro_batch));
+        val_labels_.resize(static_cast<size_t>(result_.plan.micro_batch));
+        val_targets_.resize(static_cast<size_t>(result_.plan.micro_batch));
+        val_indices_.resize(static_cast<size_t>(result_.plan.micro_batch));
+        start_time_ = std::chrono::steady_clock::now();
+    }
+
+    double elapsed_seconds() const {
+        return resumed_seconds() + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
+    }
+    double resumed_seconds() const { return resume_offset_; }
+
+    bool stop_requested() const { return stop_ && stop_->load(std::memory_order_relaxed); }
+
+    void note(const std::string& text) {
+        if (observer_.on_note) observer_.on_note(text);
+    }
+
+    void finish(StopReason reason, const std::string& message) {
+        result_.reason = reason;
+        result_.message = message;
+    }
+
+    void loop() {
+        resume_offset_ = state_.wall_seconds;
+        StreamSettings settings;
+        settings.global_batch = config_.batch_size;
+        settings.step_size = config_.step_size;
+        settings.micro_capacity = result_.plan.micro_batch;
+        settings.epochs = config_.epochs;
+        settings.shuffle = config_.shuffle;
+        settings.seed = config_.seed;
+        settings.prefetch = config_.prefetch;
+        MicroBatchStream stream(data_->train, settings, StreamPosition{state_.epoch, state_.batch_in_epoch});
+
+        const bool fp16 = config_.precision == Precision::fp16;
+        int64_t consecutive_skips = 0;
+        LoadedMicroBatch micro;
+        if (state_.update >= result_.plan.total_updates && result_.plan.total_updates > 0) {
+            finish(StopReason::completed, "nothing left to train: the checkpoint is at the end of the run");
+            return;
+        }
+        while (true) {
+            if (stop_requested()) return finish(StopReason::stopped, "stopped by the user");
+            engine_->begin_update_timing();
+            engine_->zero_grad();
+            const double scale = fp16 ? scaler_.scale() : 1.0;
+            double loss_sum = 0.0;
+            bool have_batch = false;
+            // One global batch: step_size micro-batches, all normalised by its sample count.
+            do {
+                if (have_batch && stop_requested()) return finish(StopReason::stopped, "stopped by the user");
+                if (!stream.next(micro)) {
+                    if (have_batch) throw Error("internal: the data stream ended inside a batch");
+                    final_validation();
+                    return finish(StopReason::completed, "completed " + std::to_string(config_.epochs) + " epochs");
+                }
+                have_batch = true;
+                loss_sum += engine_->forward_backward(micro.batch, static_cast<double>(micro.global_count), scale);
+            } while (micro.micro_index + 1 < micro.micro_count);
+
+            const int64_t samples = micro.global_count;
+            const double norm_squared = engine_->grad_norm_squared();
+            const bool finite = std::isfinite(norm_squared) && std::isfinite(loss_sum);
+            bool skipped = false;
+            if (fp16) {
+                skipped = scaler_.update(!finite);
+            } else if (!finite) {
+                result_.last.update = state_.update;
+                return finish(StopReason::diverged,
+                              "training diverged at update " + std::to_string(state_.update + 1) +
+                                  ": the loss or gradients became NaN/inf; lower --lr or set --clip-grad-norm");
+            }
+            const double grad_norm = finite ? std::sqrt(norm_squared) / scale : std::numeric_limits<double>::infinity();
+            const int64_t update = state_.update + 1;
+            const double lr = learning_rate_at(config_.schedule, base_lr_, update, result_.plan.total_updates);
+            if (!skipped) {
+                double multiplier = 1.0 / scale;
+                if (config_.clip_grad_norm > 0.0) {
+                    // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when above.
+                    const double coefficient = config_.clip_grad_norm / (grad_norm + 1e-6);
+                    if (coefficient < 1.0) multiplier *= coefficient;
+                }
+                engine_->optimizer_step(lr, multiplier, ++state_.optimizer_step);
+                consecutive_skips = 0;
+            } else {
+                ++state_.skipped_updates;
+                if (++consecutive_skips >= kMaxConsecutiveSkips)
+                    return finish(StopReason::diverged, "training diverged: " + std::to_string(consecutive_skips) +
+                                                            " fp16 updates in a row overflowed; lower --lr or use --precision bf16");
+            }
+            const double update_ms = engine_->end_update_timing_ms();
+
+            state_.update = update;
+            state_.samples_seen += samples;
+            state_.epoch = micro.last_in_epoch ? micro.epoch + 1 : micro.epoch;
+            state_.batch_in_epoch = micro.last_in_epoch ? 0 : micro.batch_in_epoch + 1;
+            state_.loss_scale = scaler_.scale();
+            state_.clean_streak = scaler_.clean_streak();
+            if (finite) {
+                state_.epoch_loss_sum += loss_sum;
+                state_.epoch_samples += samples;
+            }
+
+            StepMetrics& m = result_.last;
+            m.update = update;
+            m.epoch = micro.epoch;
+            m.samples_seen = state_.samples_seen;
+            m.wall_seconds = elapsed_seconds();
+            m.loss = loss_sum / static_cast<double>(samples);
+            m.learning_rate = lr;
+            m.grad_norm = grad_norm;
+            m.update_ms = update_ms;
+            m.samples_per_second = update_ms > 0.0 ? samples / (update_ms / 1000.0) : 0.0;
+            m.batch_samples = samples;
+            m.loss_scale = scale;
+            m.skipped = skipped;
+            m.skipped_updates = state_.skipped_updates;
+            m.memory = engine_->memory();
+            m.rss_bytes = process_rss_bytes();
+            const auto device = engine_->device_memory();
+            m.device_used_bytes = device.first;
+            m.device_total_bytes = device.second;
+            if (observer_.on_update) observer_.on_update(m);
+
+            if (micro.last_in_epoch) epoch_end(micro.epoch);
+            if (config_.checkpoint_every > 0 && update % config_.checkpoint_every == 0) {
+                state_.wall_seconds = m.wall_seconds;
+                write_checkpoint(config_.checkpoint_dir, *engine_, state_, config_json_);
+                note("checkpoint written at update " + std::to_string(update) + " to " + checkpoint_path(config_.checkpoint_dir));
+            }
+            if (config_.empty_cache_steps > 0 && update % config_.empty_cache_steps == 0) engine_->release_cache();
+            if (config_.max_steps > 0 && update >= config_.max_steps) {
+                if (!micro.last_in_epoch) final_validation();
+                return finish(StopReason::max_steps, "reached --max-steps " + std::to_string(config_.max_steps));
+            }
+        }
+    }
+
+    EpochMetrics validate_now(int64_t epoch) {
+        EpochMetrics e;
+        e.epoch = epoch;
+        e.update = state_.update;
+        e.train_loss = state_.epoch_samples > 0 ? state_.epoch_loss_sum / static_cast<double>(state_.epoch_samples)
+                                                : std::numeric_limits<double>::quiet_NaN();
+        const DataSplit& val = data_->validation;
+        if (val.count > 0) {
+            EvalTotals totals;
+            const int64_t chunk = result_.plan.micro_batch;
+            for (int64_t start = 0; start < val.count; start += chunk) {
+                const int64_t n = std::min(chunk, val.count - start);
+                std::iota(val_indices_.begin(), val_indices_.begin() + n, start);
+                gather_samples(val, val_indices_.data(), n, val_x_.data(), val.labels.empty() ? nullptr : val_labels_.data(),
+                               val.targets.empty() ? nullptr : val_targets_.data());
+                const EvalTotals part = engine_->evaluate(
+                    MicroBatch{val_x_.data(), val_labels_.data(), val_targets_.data(), val_indices_.data(), n});
+                totals.loss_sum += part.loss_sum;
+                totals.correct += part.correct;
+            }
+            e.val_samples = val.count;
+            e.val_loss = totals.loss_sum / static_cast<double>(val.count);
+            if (data_->task == Task::classification) e.val_accuracy = static_cast<double>(totals.correct) / val.count;
+        }
+        e.wall_seconds = elapsed_seconds();
+        return e;
+    }
+
+    void epoch_end(int64_t epoch) {
+        result_.last_epoch = validate_now(epoch);
+        if (observer_.on_epoch_end) observer_.on_epoch_end(result_.last_epoch);
+        state_.epoch_loss_sum = 0.0;
+        state_.epoch_samples = 0;
+    }
+
+    // A run that ends mid-epoch still reports where it got to on the validation set.
+    void final_validation() {
+        if (state_.update == 0 || result_.last_epoch.update == state_.update) return;
+        epoch_end(result_.last.epoch);
+    }
+
+    RunConfig requested_;
+    RunConfig config_;
+    Observer observer_;
+    const std::atomic<bool>* stop_;
+    std::shared_ptr<const Dataset> data_;
+    EngineSpec spec_;
+    std::unique_ptr<ComputeEngine> engine_;
+    LoopState state_;
+    DynamicLossScaler scaler_;
+    double base_lr_ = 0.0;
+    std::string config_json_;
+    RunResult result_;
+    std::vector<float> val_x_, val_targets_;
+    std::vector<int32_t> val_labels_;
+    std::vector<int64_t> val_indices_;
+    std::chrono::steady_clock::time_point start_time_;
+    double resume_offset_ = 0.0;
+};
+
+}  // namespace
+
+RunResult train(const RunConfig& config, const Observer& observer, const std::atomic<bool>* stop,
+                std::shared_ptr<const Dataset> data) {
+    TrainingLoop loop(config, observer, stop, std::move(data));
+    return loop.run();
+}
+
+}  // namespace trainbench

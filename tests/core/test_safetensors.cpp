@@ -1,0 +1,296 @@
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "trainbench/error.hpp"
+#include "trainbench/weights.hpp"
+
+using namespace trainbench;
+
+namespace {
+
+const std::string kFixtureStem = std::string(TRAINBENCH_FIXTURES_DIR) + "/safetensors/mlp_3_4_2";
+
+std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary);
+    out << bytes;
+}
+
+// A file built by hand, so each test controls exactly which part is broken.
+std::string safetensors_blob(const std::string& header, const std::string& data,
+                             uint64_t claimed_header_size = UINT64_MAX) {
+    const uint64_t size = claimed_header_size == UINT64_MAX ? header.size() : claimed_header_size;
+    std::string blob;
+    for (int i = 0; i < 8; ++i) blob.push_back(static_cast<char>((size >> (8 * i)) & 0xff));
+    return blob + header + data;
+}
+
+std::string float_bytes(std::initializer_list<float> values) {
+    std::string out;
+    for (float v : values) out.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return out;
+}
+
+// Runs `action` and returns the Error message; fails the test if nothing was thrown.
+std::string error_of(const std::function<void()>& action) {
+    try {
+        action();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+#define EXPECT_ERROR_CONTAINS(action, fragment)                                              \
+    do {                                                                                     \
+        const std::string message_ = error_of([&] { action; });                              \
+        QVERIFY2(message_.find(fragment) != std::string::npos,                               \
+                 ("expected '" + std::string(fragment) + "' in: " + message_).c_str());     \
+    } while (0)
+
+QJsonObject load_reference() {
+    QFile file(QString::fromStdString(kFixtureStem + ".json"));
+    if (!file.open(QIODevice::ReadOnly)) return {};
+    return QJsonDocument::fromJson(file.readAll()).object();
+}
+
+}  // namespace
+
+class TestSafetensors : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+    std::string path(const char* name) const { return dir_.filePath(name).toStdString(); }
+
+private slots:
+    void round_trip_keeps_names_shapes_values_and_metadata() {
+        const std::vector<NamedTensor> tensors = {
+            {"a.weight", {2, 3}, {1.f, -2.f, 3.5f, 1e-30f, -0.f, 65504.f}},
+            {"scalar", {}, {42.f}},
+            {"empty", {0, 4}, {}},
+            {"b", {3}, {0.1f, 0.2f, 0.3f}},
+        };
+        const std::string file = path("round_trip.safetensors");
+        write_safetensors(file, tensors, {{"note", "hello"}, {"format", "pt"}});
+
+        std::map<std::string, std::string> metadata;
+        const auto back = read_safetensors(file, &metadata);
+        QCOMPARE(back.size(), tensors.size());
+        for (size_t i = 0; i < tensors.size(); ++i) {
+            QCOMPARE(back[i].name, tensors[i].name);
+            QCOMPARE(back[i].shape, tensors[i].shape);
+            QCOMPARE(back[i].data, tensors[i].data);
+        }
+        QCOMPARE(metadata.at("note"), std::string("hello"));
+        QCOMPARE(metadata.at("format"), std::string("pt"));
+        QVERIFY(!QFile::exists(QString::fromStdString(file + ".tmp")));
+
+        const std::string bytes = read_bytes(file);
+        uint64_t header_size = 0;
+        for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | uint8_t(bytes[i]);
+        QCOMPARE((8 + header_size) % 8, uint64_t(0));
+    }
+
+    void writer_rejects_inconsistent_tensors() {
+        EXPECT_ERROR_CONTAINS(write_safetensors(path("x.safetensors"), {{"w", {2, 2}, {1.f}}}),
+                              "has shape [2, 2] but 1 values");
+        EXPECT_ERROR_CONTAINS(
+            write_safetensors(path("x.safetensors"), {{"w", {1}, {1.f}}, {"w", {1}, {2.f}}}),
+            "appears twice");
+        EXPECT_ERROR_CONTAINS(write_safetensors(path("no/such/dir/x.safetensors"), {}),
+                              "no/such/dir/x.safetensors");
+    }
+
+    void overwriting_replaces_the_whole_file() {
+        const std::string file = path("overwrite.safetensors");
+        write_safetensors(file, {{"big", {1000}, std::vector<float>(1000, 1.f)}});
+        write_safetensors(file, {{"small", {1}, {2.f}}});
+        const auto back = read_safetensors(file);
+        QCOMPARE(back.size(), size_t(1));
+        QCOMPARE(back[0].name, std::string("small"));
+    }
+
+    void missing_file_names_the_path() {
+        EXPECT_ERROR_CONTAINS(read_safetensors(path("absent.safetensors")),
+                              "cannot open safetensors file '" + path("absent.safetensors") + "'");
+    }
+
+    void file_shorter_than_length_field_is_rejected() {
+        const std::string file = path("short.safetensors");
+        write_bytes(file, "abc");
+        EXPECT_ERROR_CONTAINS(read_safetensors(file), "3 bytes long, shorter than the 8-byte");
+    }
+
+    void header_longer_than_file_is_rejected() {
+        const std::string file = path("long_header.safetensors");
+        write_bytes(file, safetensors_blob("{}", "", 4096));
+        EXPECT_ERROR_CONTAINS(read_safetensors(file), "header claims 4096 bytes but only 2 follow");
+    }
+
+    void malformed_header_is_rejected() {
+        const std::string file = path("malformed.safetensors");
+        write_bytes(file, safetensors_blob("{\"w\": {\"dtype\": ", ""));
+        const std::string message = error_of([&] { read_safetensors(file); });
+        QVERIFY2(message.find("malformed JSON header") != std::string::npos, message.c_str());
+        QVERIFY2(message.find(file) != std::string::npos, message.c_str());
+    }
+
+    void non_float32_dtype_is_rejected() {
+        const std::string file = path("f16.safetensors");
+        write_bytes(file, safetensors_blob(
+                              R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})",
+                              std::string(4, '\0')));
+        EXPECT_ERROR_CONTAINS(read_safetensors(file), "tensor 'w' has dtype F16");
+    }
+
+    void truncated_data_is_rejected() {
+        const std::string file = path("truncated.safetensors");
+        write_safetensors(file, {{"w", {4}, {1.f, 2.f, 3.f, 4.f}}});
+        std::string bytes = read_bytes(file);
+        bytes.resize(bytes.size() - 3);
+        write_bytes(file, bytes);
+        EXPECT_ERROR_CONTAINS(read_safetensors(file), "outside the 13-byte data section");
+    }
+
+    void offsets_must_match_the_shape() {
+        const std::string file = path("offsets.safetensors");
+        write_bytes(file, safetensors_blob(
+                              R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+                              float_bytes({1.f, 2.f, 3.f})));
+        EXPECT_ERROR_CONTAINS(read_safetensors(file), "has shape [3] (12 bytes) but data_offsets span 8");
+
+        write_bytes(file, safetensors_blob(
+                              R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})",
+                              float_bytes({1.f, 2.f, 3.f})));
+        EXPECT_ERROR_CONTAINS(read_safetensors(file), "data_offsets [8, 4]");
+
+        write_bytes(file, safetensors_blob(R"({"w":{"dtype":"F32","shape":[1]}})",
+                                           float_bytes({1.f})));
+        EXPECT_ERROR_CONTAINS(read_safetensors(file), "needs dtype, shape and data_offsets");
+    }
+
+    void reads_the_pytorch_fixture() {
+        const QJsonObject reference = load_reference();
+        QVERIFY2(!reference.isEmpty(), "fixture JSON missing: run make_safetensors_fixture.py");
+        const ModelWeights weights = load_weights(kFixtureStem + ".safetensors");
+        check_weights_shape(weights, {3, 4, 2});
+
+        const QJsonArray layers = reference["layers"].toArray();
+        QCOMPARE(weights.layers.size(), size_t(layers.size()));
+        for (size_t l = 0; l < weights.layers.size(); ++l) {
+            const LinearWeights& layer = weights.layers[l];
+            const QJsonArray rows = layers[int(l)].toObject()["weight"].toArray();
+            const QJsonArray bias = layers[int(l)].toObject()["bias"].toArray();
+            QCOMPARE(layer.out, int64_t(rows.size()));
+            for (int64_t o = 0; o < layer.out; ++o) {
+                const QJsonArray row = rows[int(o)].toArray();
+                QCOMPARE(layer.in, int64_t(row.size()));
+                for (int64_t i = 0; i < layer.in; ++i)
+                    QVERIFY(layer.weight[o * layer.in + i] == float(row[int(i)].toDouble()));
+                QVERIFY(layer.bias[o] == float(bias[int(o)].toDouble()));
+            }
+        }
+    }
+
+    // torch computes x @ W.T + b; matching its outputs proves the [out, in] row-major layout.
+    void fixture_weights_reproduce_torch_forward_pass() {
+        const QJsonObject reference = load_reference();
+        const ModelWeights weights = load_weights(kFixtureStem + ".safetensors");
+        const QJsonArray inputs = reference["inputs"].toArray();
+        const QJsonArray outputs = reference["outputs"].toArray();
+        QVERIFY(inputs.size() > 0);
+        for (int s = 0; s < inputs.size(); ++s) {
+            std::vector<double> x;
+            for (const auto& v : inputs[s].toArray()) x.push_back(float(v.toDouble()));
+            for (size_t l = 0; l < weights.layers.size(); ++l) {
+                const LinearWeights& layer = weights.layers[l];
+                std::vector<double> y(layer.out);
+                for (int64_t o = 0; o < layer.out; ++o) {
+                    double sum = layer.bias[o];
+                    for (int64_t i = 0; i < layer.in; ++i) sum += layer.weight[o * layer.in + i] * x[i];
+                    y[o] = (l + 1 < weights.layers.size()) ? std::max(sum, 0.0) : sum;
+                }
+                x = std::move(y);
+            }
+            const QJsonArray want = outputs[s].toArray();
+            QCOMPARE(x.size(), size_t(want.size()));
+            for (size_t o = 0; o < x.size(); ++o)
+                QVERIFY2(std::abs(x[o] - want[int(o)].toDouble()) < 1e-6,
+                         qPrintable(QString("sample %1 output %2: %3 vs torch %4")
+                                        .arg(s).arg(o).arg(x[o]).arg(want[int(o)].toDouble())));
+        }
+    }
+
+    // The fixture was written by the Python reference writer; ours must produce the same bytes.
+    void save_weights_matches_the_python_writer_byte_for_byte() {
+        const ModelWeights weights = load_weights(kFixtureStem + ".safetensors");
+        const std::string file = path("resaved.safetensors");
+        save_weights(file, weights);
+        QVERIFY(read_bytes(file) == read_bytes(kFixtureStem + ".safetensors"));
+
+        const ModelWeights again = load_weights(file);
+        QCOMPARE(again.layers.size(), weights.layers.size());
+        for (size_t l = 0; l < again.layers.size(); ++l) {
+            QCOMPARE(again.layers[l].weight, weights.layers[l].weight);
+            QCOMPARE(again.layers[l].bias, weights.layers[l].bias);
+        }
+    }
+
+    void load_weights_rejects_incomplete_models() {
+        const std::string file = path("incomplete.safetensors");
+        write_safetensors(file, {{"layers.0.weight", {2, 3}, std::vector<float>(6, 0.f)}});
+        EXPECT_ERROR_CONTAINS(load_weights(file), "missing tensor 'layers.0.bias'");
+
+        write_safetensors(file, {{"layers.0.weight", {2, 3}, std::vector<float>(6, 0.f)},
+                                 {"layers.0.bias", {2}, {0.f, 0.f}},
+                                 {"layers.2.weight", {1, 2}, {0.f, 0.f}},
+                                 {"layers.2.bias", {1}, {0.f}}});
+        EXPECT_ERROR_CONTAINS(load_weights(file), "(a layer is missing)");
+
+        write_safetensors(file, {{"0.weight", {2, 3}, std::vector<float>(6, 0.f)}});
+        EXPECT_ERROR_CONTAINS(load_weights(file), "no tensor 'layers.0.weight'");
+
+        write_safetensors(file, {{"layers.0.weight", {2, 3}, std::vector<float>(6, 0.f)},
+                                 {"layers.0.bias", {3}, {0.f, 0.f, 0.f}}});
+        EXPECT_ERROR_CONTAINS(load_weights(file), "must have shape [2] to match layers.0.weight");
+
+        write_safetensors(file, {{"layers.0.weight", {2, 3}, std::vector<float>(6, 0.f)},
+                                 {"layers.0.bias", {2}, {0.f, 0.f}},
+                                 {"layers.1.weight", {1, 5}, std::vector<float>(5, 0.f)},
+                                 {"layers.1.bias", {1}, {0.f}}});
+        EXPECT_ERROR_CONTAINS(load_weights(file), "takes 5 inputs but layer 0 gives 2 outputs");
+    }
+
+    void check_weights_shape_says_which_flag_to_change() {
+        ModelWeights weights;
+        weights.layers.push_back({2, 128, std::vector<float>(256), std::vector<float>(128)});
+        weights.layers.push_back({128, 3, std::vector<float>(384), std::vector<float>(3)});
+        check_weights_shape(weights, {2, 128, 3});
+
+        EXPECT_ERROR_CONTAINS(check_weights_shape(weights, {2, 64, 3}),
+                              "weights file has layer 0 of shape [128, 2] but the model needs "
+                              "[64, 2]: use the same --hidden as the run that saved it");
+        EXPECT_ERROR_CONTAINS(check_weights_shape(weights, {2, 128, 128, 3}),
+                              "weights file has 2 layers but the model needs 3");
+        EXPECT_ERROR_CONTAINS(check_weights_shape(weights, {2, 128, 10}),
+                              "layer 1 of shape [3, 128] but the model needs [10, 128]: use a "
+                              "dataset with the same features and outputs");
+    }
+};
+
+QTEST_APPLESS_MAIN(TestSafetensors)
+#include "test_safetensors.moc"
