@@ -1,0 +1,81 @@
+#pragma once
+// Host-side launchers of the engine's own kernels. Tensors are column-major [rows x count]
+// (one sample per column, so a sample's values are contiguous, as on the CPU engine), stored
+// in the run's storage type: fp32, or fp16/bf16 for mixed precision. Every launcher checks
+// its launch and enqueues on `stream` without synchronising.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "trainbench/run_config.hpp"
+
+namespace trainbench::cuda {
+
+enum class StorageType { f32, f16, bf16 };
+inline int64_t storage_bytes(StorageType type) { return type == StorageType::f32 ? 4 : 2; }
+
+// --- data_kernels.cu: getting samples onto the device
+void convert_from_f32(const float* source, void* destination, StorageType type, int64_t n,
+                      cudaStream_t stream);
+// Columns indices[0..count) of a preloaded split ([features x samples], one sample per
+// column): u8 pixels are scaled by 1/255 as the CPU gather does.
+void gather_columns_u8(const uint8_t* pixels, const int64_t* indices, int64_t count,
+                       int64_t features, void* destination, StorageType type, cudaStream_t stream);
+void gather_columns_f32(const float* values, const int64_t* indices, int64_t count,
+                        int64_t features, void* destination, StorageType type, cudaStream_t stream);
+void gather_labels(const int32_t* labels, const int64_t* indices, int64_t count,
+                   int32_t* destination, cudaStream_t stream);
+void gather_targets(const float* targets, const int64_t* indices, int64_t count,
+                    float* destination, cudaStream_t stream);
+void fill_f32(float* destination, float value, int64_t n, cudaStream_t stream);
+
+// --- activation_kernels.cu: the parts of a Linear+activation layer cuBLASLt does not fuse
+// z[r, c] += bias[r] (bias in the storage type, like the epilogue's).
+void add_bias(void* z, const void* bias, StorageType type, int64_t rows, int64_t cols,
+              cudaStream_t stream);
+// a = act(z); a may alias z.
+void activation_forward(Activation kind, const void* z, void* a, StorageType type, int64_t n,
+                        cudaStream_t stream);
+// grad = grad * act'(.) in place. `saved` is the pre-activation z for gelu and the activation
+// output a for relu, tanh and sigmoid (whose derivatives follow from their outputs).
+void activation_backward(Activation kind, void* grad, const void* saved, StorageType type,
+                         int64_t n, cudaStream_t stream);
+// grad_bias[r] += sum over columns of dz[r, c], accumulated in fp32 in a fixed order.
+void bias_grad_accumulate(const void* dz, StorageType type, int64_t rows, int64_t cols,
+                          float* grad_bias, cudaStream_t stream);
+
+// --- loss_kernels.cu: per-sample loss, and the gradient of grad_scale * loss wrt the outputs
+// logits [classes x count]. dlogits may be null (evaluation).
+void softmax_cross_entropy(const void* logits, StorageType type, const int32_t* labels,
+                           int64_t classes, int64_t count, float grad_scale, void* dlogits,
+                           float* sample_loss, int32_t* sample_correct, cudaStream_t stream);
+// outputs [1 x count]; loss (y - t)^2; doutputs may be null.
+void mean_squared_error(const void* outputs, StorageType type, const float* targets,
+                        int64_t count, float grad_scale, void* doutputs, float* sample_loss,
+                        cudaStream_t stream);
+
+// --- reduction_kernels.cu: deterministic sums (fixed partition, fixed order)
+// totals[0] = sum of sample_loss; totals[1] = sum of sample_correct (when not null).
+void sum_sample_losses(const float* sample_loss, const int32_t* sample_correct, int64_t count,
+                       double* totals, cudaStream_t stream);
+// Two passes: per-block partial sums of squares in double, then one block adds them in order.
+// inf/NaN propagate into the result.
+constexpr int kSumSquaresPartials = 512;
+void sum_of_squares(const float* values, int64_t n, double* partials /*kSumSquaresPartials*/,
+                    double* result, cudaStream_t stream);
+
+// --- optimizer_kernels.cu: one fused kernel per optimizer over the flat parameter array.
+// Scalars are derived on the host in double and rounded to float exactly as the CPU rule
+// (optim/optimizer_step.cpp) does, so both engines run the same float arithmetic.
+struct OptimizerLaunch {
+    float* params = nullptr;
+    const float* grads = nullptr;
+    float* state = nullptr;  // optimizer_state_slots consecutive buffers of n floats
+    int64_t n = 0;
+    void* params_16 = nullptr;  // mixed precision: refreshed 16-bit working copy, else null
+    StorageType type_16 = StorageType::f32;
+};
+void optimizer_step_device(const OptimizerConfig& config, const OptimizerLaunch& launch,
+                           double lr, double grad_multiplier, int64_t step, cudaStream_t stream);
+
+}  // namespace trainbench::cuda
