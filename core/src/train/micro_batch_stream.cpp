@@ -20,7 +20,7 @@ MicroBatchStream::MicroBatchStream(const DataSplit& train, const StreamSettings&
     slots_.resize(slot_count);
     const auto capacity = static_cast<size_t>(settings.micro_capacity);
     for (auto& slot : slots_) {
-        slot.x.resize(capacity * static_cast<size_t>(train.features));
+        if (!settings.indices_only) slot.x.resize(capacity * static_cast<size_t>(train.features));
         if (!train.labels.empty()) slot.labels.resize(capacity);
         if (!train.targets.empty()) slot.targets.resize(capacity);
         slot.indices.resize(capacity);
@@ -57,13 +57,13 @@ bool MicroBatchStream::produce_next(Slot& slot) {
     const int64_t offset = start + k * base + std::min(k, extra);
 
     std::copy_n(order_.begin() + offset, count, slot.indices.begin());
-    gather_samples(train_, slot.indices.data(), count, slot.x.data(),
-                   slot.labels.empty() ? nullptr : slot.labels.data(),
-                   slot.targets.empty() ? nullptr : slot.targets.data());
+    float* x = settings_.indices_only ? nullptr : slot.x.data();
+    int32_t* labels = settings_.indices_only || slot.labels.empty() ? nullptr : slot.labels.data();
+    float* targets = settings_.indices_only || slot.targets.empty() ? nullptr : slot.targets.data();
+    if (!settings_.indices_only) gather_samples(train_, slot.indices.data(), count, x, labels, targets);
     slot.end = false;
     auto& meta = slot.meta;
-    meta.batch = MicroBatch{slot.x.data(), slot.labels.empty() ? nullptr : slot.labels.data(),
-                            slot.targets.empty() ? nullptr : slot.targets.data(), slot.indices.data(), count};
+    meta.batch = MicroBatch{x, labels, targets, slot.indices.data(), count};
     meta.epoch = cursor_.epoch;
     meta.batch_in_epoch = cursor_.batch_in_epoch;
     meta.micro_index = k;

@@ -36,6 +36,9 @@ struct StreamSettings {
     bool shuffle = true;
     uint64_t seed = 0;
     int64_t prefetch = 0;
+    // The engine keeps the training set on its device and gathers by index itself
+    // (--preload-device): hand over indices only, skip the host gather.
+    bool indices_only = false;
 };
 
 // Seed of epoch e's permutation, so a resumed run rebuilds the same order.

@@ -126,6 +126,7 @@ private:
         settings.shuffle = config_.shuffle;
         settings.seed = config_.seed;
         settings.prefetch = config_.prefetch;
+        settings.indices_only = spec_.preload != nullptr;
         MicroBatchStream stream(data_->train, settings, StreamPosition{state_.epoch, state_.batch_in_epoch});
 
         const bool fp16 = config_.precision == Precision::fp16;
