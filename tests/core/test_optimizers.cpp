@@ -3,7 +3,6 @@
 // state layout.
 #include <QtTest/QtTest>
 
-#include <omp.h>
 
 #include <cmath>
 #include <cstdint>
@@ -15,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "optim/optimizer_step.hpp"
+#include "parallel/worker_team.hpp"
 #include "trainbench/run_config.hpp"
 
 using namespace trainbench;
@@ -192,11 +192,11 @@ private slots:
         // Odd length, so every split puts chunk boundaries inside SIMD blocks.
         const int64_t n = 100'003;
         const auto initial = sequence(n, 7, 3.0f);
-        const int default_threads = omp_get_max_threads();
+        const int default_threads = WorkerTeam::shared().members();
         for (const OptimizerConfig& config : every_rule()) {
             std::vector<Trajectory> runs;
             for (int threads : {1, 2, 3, 7}) {
-                omp_set_num_threads(threads);
+                WorkerTeam::shared().resize(threads);
                 Trajectory t = start(config, initial);
                 for (int64_t s = 1; s <= 3; ++s)
                     step(t, sequence(n, 50 + static_cast<uint32_t>(s), 1.5f), s, 0.75);
@@ -209,7 +209,7 @@ private slots:
                 QVERIFY2(runs[0].state == runs[r].state, qPrintable(describe(config)));
             }
         }
-        omp_set_num_threads(default_threads);
+        WorkerTeam::shared().resize(default_threads);
     }
 
     void state_layout_follows_torch() {

@@ -1,5 +1,7 @@
 #include "optim/optimizer_step.hpp"
 
+#include "parallel/parallel_range.hpp"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -8,7 +10,7 @@
 // operation: torch evaluates every tensor op on float32 with its Python-float hyper-parameters
 // cast to float, and derived scalars (bias corrections, 1 - beta, Adagrad's clr) computed in
 // double first. Mirroring that order keeps our trajectories within float rounding of PyTorch's.
-// The loops are element-wise with no reductions, so any OpenMP split gives the same bits.
+// The loops are element-wise with no reductions, so any split of the work gives the same bits.
 // `step` counts applied updates (an update the loss scaler skips does not count), as torch's
 // per-parameter step does; SGD's first step and Adam's bias corrections depend on it.
 
@@ -18,7 +20,7 @@ namespace {
 float as_float(double value) { return static_cast<float>(value); }
 
 void sgd_step(const OptimizerConfig& config, float* params, const float* grads,
-              float* momentum_buffer, int64_t n, double lr, int64_t step) {
+              float* momentum_buffer, int64_t begin, int64_t end, double lr, int64_t step) {
     const double weight_decay_d = config.resolved_weight_decay();
     const bool decay = weight_decay_d != 0.0;
     const bool use_momentum = config.momentum != 0.0;
@@ -29,8 +31,8 @@ void sgd_step(const OptimizerConfig& config, float* params, const float* grads,
     const float momentum = as_float(config.momentum);
     const float one_minus_dampening = as_float(1.0 - config.dampening);
     const float neg_lr = as_float(-lr);
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
         float d_p = grads[i];
         if (decay) d_p = d_p + weight_decay * params[i];
         if (use_momentum) {
@@ -50,8 +52,8 @@ void sgd_step(const OptimizerConfig& config, float* params, const float* grads,
 
 // Adam with L2 decay folded into the gradient; AdamW instead shrinks the parameters first.
 void adam_step(const OptimizerConfig& config, bool decoupled_decay, float* params,
-               const float* grads, float* exp_avg, float* exp_avg_sq, int64_t n, double lr,
-               int64_t step) {
+               const float* grads, float* exp_avg, float* exp_avg_sq, int64_t begin, int64_t end,
+               double lr, int64_t step) {
     const double weight_decay_d = config.resolved_weight_decay();
     const bool l2_decay = !decoupled_decay && weight_decay_d != 0.0;
     const bool shrink = decoupled_decay && weight_decay_d != 0.0;
@@ -67,8 +69,8 @@ void adam_step(const OptimizerConfig& config, bool decoupled_decay, float* param
     const float one_minus_beta1 = as_float(1.0 - config.beta1);
     const float one_minus_beta2 = as_float(1.0 - config.beta2);
     const float eps = as_float(config.resolved_eps());
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
         float param = params[i];
         if (shrink) param = param * shrink_factor;
         float grad = grads[i];
@@ -102,7 +104,7 @@ RmspropBuffers rmsprop_buffers(const OptimizerConfig& config, float* state, int6
 }
 
 void rmsprop_step(const OptimizerConfig& config, float* params, const float* grads,
-                  float* state, int64_t n, double lr) {
+                  float* state, int64_t n, int64_t begin, int64_t end, double lr) {
     const RmspropBuffers buffers = rmsprop_buffers(config, state, n);
     float* square_avg = buffers.square_avg;
     float* momentum_buffer = buffers.momentum_buffer;
@@ -117,8 +119,8 @@ void rmsprop_step(const OptimizerConfig& config, float* params, const float* gra
     const float eps = as_float(config.resolved_eps());
     const float momentum = as_float(config.momentum);
     const float neg_lr = as_float(-lr);
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
         float grad = grads[i];
         if (decay) grad = grad + weight_decay * params[i];
         float sq = square_avg[i] * alpha;
@@ -146,15 +148,15 @@ void rmsprop_step(const OptimizerConfig& config, float* params, const float* gra
 }
 
 void adagrad_step(const OptimizerConfig& config, float* params, const float* grads,
-                  float* state_sum, int64_t n, double lr, int64_t step) {
+                  float* state_sum, int64_t begin, int64_t end, double lr, int64_t step) {
     const double weight_decay_d = config.resolved_weight_decay();
     const bool decay = weight_decay_d != 0.0;
     const float weight_decay = as_float(weight_decay_d);
     const double clr = lr / (1.0 + static_cast<double>(step - 1) * config.lr_decay);
     const float neg_clr = as_float(-clr);
     const float eps = as_float(config.resolved_eps());
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
         float grad = grads[i];
         if (decay) grad = grad + weight_decay * params[i];
         const float sum = state_sum[i] + grad * grad;
@@ -164,10 +166,10 @@ void adagrad_step(const OptimizerConfig& config, float* params, const float* gra
     }
 }
 
-void scale_in_place(float* values, int64_t n, double multiplier) {
+void scale_in_place(float* values, int64_t begin, int64_t end, double multiplier) {
     const float factor = as_float(multiplier);
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) values[i] = values[i] * factor;
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) values[i] = values[i] * factor;
 }
 
 }  // namespace
@@ -196,19 +198,24 @@ void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* gra
                         float* state, int64_t n, double lr, double grad_multiplier,
                         int64_t step) {
     if (step < 1) throw std::invalid_argument("optimizer_step_cpu: step is 1-based");
-    if (grad_multiplier != 1.0) scale_in_place(grads, n, grad_multiplier);
-    switch (config.kind) {
-        case OptimizerKind::sgd: sgd_step(config, params, grads, state, n, lr, step); return;
-        case OptimizerKind::adam:
-            adam_step(config, false, params, grads, state, state + n, n, lr, step);
-            return;
-        case OptimizerKind::adamw:
-            adam_step(config, true, params, grads, state, state + n, n, lr, step);
-            return;
-        case OptimizerKind::rmsprop: rmsprop_step(config, params, grads, state, n, lr); return;
-        case OptimizerKind::adagrad: adagrad_step(config, params, grads, state, n, lr, step); return;
-    }
-    throw std::logic_error("optimizer_step_cpu: unknown OptimizerKind");
+    if (static_cast<unsigned>(config.kind) > static_cast<unsigned>(OptimizerKind::adagrad))
+        throw std::logic_error("optimizer_step_cpu: unknown OptimizerKind");
+    // Element-wise rules: each slice of the flat arrays is updated independently, so the
+    // result does not depend on how the work is split.
+    parallel_range(n, 8, [&](int64_t begin, int64_t end) {
+        if (grad_multiplier != 1.0) scale_in_place(grads, begin, end, grad_multiplier);
+        switch (config.kind) {
+            case OptimizerKind::sgd: sgd_step(config, params, grads, state, begin, end, lr, step); return;
+            case OptimizerKind::adam:
+                adam_step(config, false, params, grads, state, state + n, begin, end, lr, step);
+                return;
+            case OptimizerKind::adamw:
+                adam_step(config, true, params, grads, state, state + n, begin, end, lr, step);
+                return;
+            case OptimizerKind::rmsprop: rmsprop_step(config, params, grads, state, n, begin, end, lr); return;
+            case OptimizerKind::adagrad: adagrad_step(config, params, grads, state, begin, end, lr, step); return;
+        }
+    });
 }
 
 const char* optimizer_state_name(const OptimizerConfig& config, int slot) {

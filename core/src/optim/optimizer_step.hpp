@@ -17,7 +17,7 @@ void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n
 
 // One update: grads are first multiplied by grad_multiplier (loss-scale undo x clipping),
 // then the rule for config.kind is applied with learning rate lr. step is 1-based.
-// Parallel over n with OpenMP; the result does not depend on the thread count.
+// Parallel over n on the engine's WorkerTeam; the result does not depend on the thread count.
 void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
                         float* state, int64_t n, double lr, double grad_multiplier,
                         int64_t step);

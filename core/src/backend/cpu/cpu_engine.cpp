@@ -4,8 +4,6 @@
 // given back when it ends, as a framework's caching allocator does, so they show up as
 // activations during the step and as cache between steps, and the steady state reuses the
 // same blocks without touching the system allocator.
-#include <omp.h>
-
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -22,6 +20,8 @@
 #include "nn/linear.hpp"
 #include "nn/loss.hpp"
 #include "optim/optimizer_step.hpp"
+#include "parallel/parallel_range.hpp"
+#include "parallel/worker_team.hpp"
 #include "precision/half_float.hpp"
 #include "trainbench/error.hpp"
 
@@ -34,8 +34,7 @@ public:
         : spec_(spec), plan_(make_cpu_buffer_plan(spec)), arena_(spec.memory_limit_bytes) {
         const int threads = spec.threads > 0 ? spec.threads
                                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-        omp_set_num_threads(threads);
-        Eigen::setNbThreads(threads);
+        WorkerTeam::shared().resize(threads);
 
         const int64_t p = plan_.parameter_count;
         if (plan_.half) {
@@ -101,13 +100,14 @@ public:
         constexpr int kChunks = 64;
         const int64_t p = plan_.parameter_count;
         double partial[kChunks];
-#pragma omp parallel for schedule(static)
-        for (int c = 0; c < kChunks; ++c) {
-            const int64_t begin = p * c / kChunks, end = p * (c + 1) / kChunks;
-            double sum = 0.0;
-            for (int64_t i = begin; i < end; ++i) sum += static_cast<double>(grads_[i]) * grads_[i];
-            partial[c] = sum;
-        }
+        parallel_range(kChunks, p / kChunks, [&](int64_t first, int64_t last) {
+            for (int64_t c = first; c < last; ++c) {
+                const int64_t begin = p * c / kChunks, end = p * (c + 1) / kChunks;
+                double sum = 0.0;
+                for (int64_t i = begin; i < end; ++i) sum += static_cast<double>(grads_[i]) * grads_[i];
+                partial[c] = sum;
+            }
+        });
         double total = 0.0;
         for (double v : partial) total += v;
         return total;
