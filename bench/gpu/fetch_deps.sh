@@ -21,4 +21,5 @@ else
 fi
 # zlib1g-dev's libz.so points at the runtime library by a relative link; keep both in .deps.
 echo "unpacked into $deps:"
-ls "$deps/usr/share/eigen3/cmake" "$deps/usr/share/cmake" "$deps/usr/include" | sed 's/^/  /'
+ls "$deps/usr/share/eigen3/cmake" "$deps/usr/share/cmake" "$deps/usr/include" | sed 's/^/  /' || true
+echo "carry it to the GPU machine: the device tool's run with carry [\".deps\"] (it is git-ignored)"

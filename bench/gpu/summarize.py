@@ -18,16 +18,37 @@ def trainbench_speed(path, skip):
             "updates_measured": len(rows)}
 
 
+SIZES = [784, 4096, 4096, 4096, 10]
+BATCH = 4096
+
+
+def model_flops_per_update(batch):
+    # Same count as torch_mlp_bench.py: forward, dW for every layer, dX for all but the first.
+    pairs = list(zip(SIZES[:-1], SIZES[1:]))
+    forward = sum(2 * batch * i * o for i, o in pairs)
+    return forward + forward + sum(2 * batch * i * o for i, o in pairs[1:])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--skip", type=int, default=5, help="warm-up updates left out")
     args = parser.parse_args()
-    with open(f"{args.out}/torch.json") as f:
-        torch_results = json.load(f)
+    # The PyTorch side may be missing (its stage failed or was not run): report ours anyway.
+    try:
+        with open(f"{args.out}/torch.json") as f:
+            torch_results = json.load(f)
+    except (OSError, ValueError) as error:
+        torch_results = {"device": "unknown (no torch.json: " + type(error).__name__ + ")",
+                         "torch": "n/a", "sizes": SIZES, "batch": BATCH,
+                         "flops_per_update": model_flops_per_update(BATCH),
+                         "bf16_gemm_peak_tflops": float("nan"), "eager": {}, "compile": {}}
     flops = torch_results["flops_per_update"]
     peak = torch_results["bf16_gemm_peak_tflops"]
-    checks = open(f"{args.out}/checks.txt").read().strip().splitlines()
+    try:
+        checks = open(f"{args.out}/checks.txt").read().strip().splitlines()
+    except OSError:
+        checks = []
 
     lines = [f"Device: {torch_results['device']} (torch {torch_results['torch']}); "
              f"MLP {'-'.join(map(str, torch_results['sizes']))}, batch {torch_results['batch']}, SGD; "
@@ -37,7 +58,10 @@ def main():
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     summary = {"torch": torch_results, "trainbench": {}, "checks": checks}
     for precision in ("fp32", "bf16", "fp16"):
-        ours = trainbench_speed(f"{args.out}/speed_{precision}.csv", args.skip)
+        try:
+            ours = trainbench_speed(f"{args.out}/speed_{precision}.csv", args.skip)
+        except OSError:
+            ours = None
         eager = torch_results["eager"].get(precision, {})
         compiled = torch_results["compile"].get(precision, {})
         if ours is None:

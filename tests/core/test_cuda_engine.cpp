@@ -373,17 +373,34 @@ private slots:
             MicroBatch batch;
             batch.x = x.data();
             batch.labels = labels.data();
-            batch.indices = indices;
             batch.count = 30;
+            // What the loop hands a preloading engine: rows of the train split, no values.
+            MicroBatch rows;
+            rows.indices = indices;
+            rows.count = 30;
             host_copies->zero_grad();
             preloaded->zero_grad();
             const double want = host_copies->forward_backward(batch, 30.0, 1.0);
-            const double got = preloaded->forward_backward(batch, 30.0, 1.0);
+            const double got = preloaded->forward_backward(rows, 30.0, 1.0);
             QVERIFY(relative_error(got, want) < 1e-6);
             host_copies->optimizer_step(1e-2, 1.0, update);
             preloaded->optimizer_step(1e-2, 1.0, update);
         }
         QVERIFY(relative_error(flatten(preloaded->weights()), flatten(host_copies->weights())) < 1e-6);
+        // Validation batches come with host values and indices into another split: the
+        // engine must use the values, not gather train rows by those indices.
+        std::vector<int64_t> other_rows(30);
+        for (int64_t i = 0; i < 30; ++i) other_rows[i] = 89 - i;
+        gather_samples(data.train, order.data(), 30, x.data(), labels.data(), nullptr);
+        MicroBatch validation_like;
+        validation_like.x = x.data();
+        validation_like.labels = labels.data();
+        validation_like.indices = other_rows.data();
+        validation_like.count = 30;
+        const EvalTotals want_eval = host_copies->evaluate(validation_like);
+        const EvalTotals got_eval = preloaded->evaluate(validation_like);
+        QVERIFY(relative_error(got_eval.loss_sum, want_eval.loss_sum) < 1e-6);
+        QCOMPARE(got_eval.correct, want_eval.correct);
         QVERIFY(preloaded->memory().bytes(MemoryCategory::workspace) >
                 host_copies->memory().bytes(MemoryCategory::workspace));
     }

@@ -74,7 +74,12 @@ void CudaEngine::stage_batch(const MicroBatch& batch) {
     TRAINBENCH_CUDA_CHECK(cudaEventSynchronize(upload_done_));
     TRAINBENCH_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, inputs_consumed_, 0));
 
-    if (preload_.ptr != nullptr && batch.indices != nullptr) {
+    // With --preload-device the loop hands over only rows of the train split (x is null).
+    // Host values, when given, always win: the validation batches carry indices too, but
+    // those index the validation split, which is not on the device.
+    if (batch.x == nullptr) {
+        if (preload_.ptr == nullptr || batch.indices == nullptr)
+            throw Error("micro-batch has neither input values nor preloaded rows (internal: x is null)");
         auto* device_indices = static_cast<int64_t*>(workspace_at(layout_.indices_offset));
         std::memcpy(host_indices_, batch.indices, count * sizeof(int64_t));
         TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(device_indices, host_indices_, count * sizeof(int64_t),
@@ -100,7 +105,6 @@ void CudaEngine::stage_batch(const MicroBatch& batch) {
         return;
     }
 
-    if (batch.x == nullptr) throw Error("micro-batch has no input values (internal: x is null)");
     if (classification ? batch.labels == nullptr : batch.targets == nullptr)
         throw Error("micro-batch has no labels or targets (internal: null pointer)");
     std::memcpy(host_inputs_, batch.x, count * features * sizeof(float));
@@ -164,7 +168,7 @@ void CudaEngine::forward_layers(int first, int last, int64_t count) {
 }
 
 void CudaEngine::loss_and_gradient(int64_t count, float grad_scale, bool with_gradient) {
-    auto* sample_loss = static_cast<float*>(workspace_at(layout_.sample_loss_offset));
+    auto* sample_loss = static_cast<double*>(workspace_at(layout_.sample_loss_offset));
     auto* sample_correct = static_cast<int32_t*>(workspace_at(layout_.sample_correct_offset));
     auto* totals = static_cast<double*>(workspace_at(layout_.totals_offset));
     void* dlogits = with_gradient ? workspace_at(layout_.grad_offset[current_grad_]) : nullptr;
@@ -222,7 +226,10 @@ void CudaEngine::backward(int64_t count) {
                              compute_stream_);
         if (layer == 1) break;
 
-        // da_{l-1} [in x count] = W^T · dz, then through the activation's derivative.
+        // da_{l-1} [in x count] = W^T · dz, then through the activation's derivative. In 16-bit
+        // runs the product is stored in 16 bits before the derivative is applied (as PyTorch's
+        // autocast does); the CPU engine multiplies in fp32 first, so tanh/sigmoid/gelu differ
+        // by one extra rounding per layer (relu only masks, so it is unaffected).
         const int other = 1 - current_grad_;
         GemmCall input_grad;
         input_grad.trans_a = CUBLAS_OP_N;
@@ -281,6 +288,7 @@ EvalTotals CudaEngine::evaluate(const MicroBatch& batch) {
         chunk.x = batch.x ? batch.x + start * features : nullptr;
         chunk.labels = batch.labels ? batch.labels + start : nullptr;
         chunk.targets = batch.targets ? batch.targets + start : nullptr;
+        chunk.indices = batch.indices ? batch.indices + start : nullptr;
         stage_batch(chunk);
         forward_layers(1, layout_.layer_count(), chunk.count);
         loss_and_gradient(chunk.count, 0.0f, false);

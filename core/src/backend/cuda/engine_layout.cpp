@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/cuda/device_allocator.hpp"
+#include "backend/cuda/gemm.hpp"
 #include "optim/optimizer_step.hpp"
 #include "trainbench/error.hpp"
 
@@ -118,7 +119,7 @@ EngineLayout make_engine_layout(const EngineSpec& spec) {
     int64_t widest_output = 0;
     for (int l = 1; l <= layer_count; ++l) widest_output = std::max(widest_output, spec.layer_sizes[l]);
     int64_t work = 0;
-    layout.gemm_workspace_bytes = 32 << 20;
+    layout.gemm_workspace_bytes = static_cast<int64_t>(GemmRunner::kWorkspaceBytes);
     layout.gemm_workspace_offset = take(work, layout.gemm_workspace_bytes);
     layout.grad_offset[0] = take(work, widest_output * batch * element);
     layout.grad_offset[1] = take(work, widest_output * batch * element);
@@ -128,7 +129,7 @@ EngineLayout make_engine_layout(const EngineSpec& spec) {
     layout.labels_offset = take(work, batch * 4);
     layout.targets_offset = take(work, batch * 4);
     layout.indices_offset = take(work, batch * 8);
-    layout.sample_loss_offset = take(work, batch * 4);
+    layout.sample_loss_offset = take(work, batch * 8);
     layout.sample_correct_offset = take(work, batch * 4);
     layout.totals_offset = take(work, 2 * 8);
     layout.norm_partials_offset = take(work, kSumSquaresPartials * 8);

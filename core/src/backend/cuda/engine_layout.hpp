@@ -46,7 +46,8 @@ struct EngineLayout {
     int64_t grad_offset[2] = {0, 0};   // ping-pong activation gradients, storage type
     int64_t upload_offset = -1;        // fp32 input as uploaded, 16-bit runs only
     int64_t labels_offset = 0, targets_offset = 0, indices_offset = 0;
-    int64_t sample_loss_offset = 0, sample_correct_offset = 0;
+    int64_t sample_loss_offset = 0;     // double per sample
+    int64_t sample_correct_offset = 0;  // int32 per sample
     int64_t totals_offset = 0;         // double[2]: loss sum, correct count
     int64_t norm_partials_offset = 0;  // double[kSumSquaresPartials]
     int64_t norm_result_offset = 0;    // double

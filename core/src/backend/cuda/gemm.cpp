@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 
 #include "backend/cuda/cuda_check.hpp"
 
@@ -82,10 +83,13 @@ GemmRunner::Plan& GemmRunner::plan_for(const GemmCall& call) {
         if (plan->matches(call, align_a, align_b, align_d)) return *plan;
     }
 
-    auto* plan = new Plan{call.trans_a, call.trans_b, call.m, call.n, call.k, call.lda, call.ldb,
-                          call.ldd, call.input_type, call.output_type, call.beta != 0.0f,
-                          call.epilogue, align_a, align_b, align_d};
-    plans_.push_back(plan);
+    // Owned here until it is complete: a cuBLASLt failure below must not leave a half-built
+    // plan in the cache, where the next call would read it as "no algorithm".
+    auto owner = std::unique_ptr<Plan>(new Plan{call.trans_a, call.trans_b, call.m, call.n, call.k,
+                                                call.lda, call.ldb, call.ldd, call.input_type,
+                                                call.output_type, call.beta != 0.0f, call.epilogue,
+                                                align_a, align_b, align_d});
+    Plan* plan = owner.get();
 
     TRAINBENCH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     TRAINBENCH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
@@ -115,16 +119,19 @@ GemmRunner::Plan& GemmRunner::plan_for(const GemmCall& call) {
     cublasLtMatmulPreference_t preference = nullptr;
     TRAINBENCH_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
     const uint64_t workspace_bytes = workspace_bytes_;
-    cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                         &workspace_bytes, sizeof(workspace_bytes));
-    cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                         &align_a, sizeof(align_a));
-    cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                         &align_b, sizeof(align_b));
-    cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                         &align_d, sizeof(align_d));
-    cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                         &align_d, sizeof(align_d));
+    const auto set_preference = [&](cublasLtMatmulPreferenceAttributes_t attribute, const void* value,
+                                    size_t size) {
+        const cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, value, size);
+        if (status != CUBLAS_STATUS_SUCCESS) {
+            cublasLtMatmulPreferenceDestroy(preference);
+            TRAINBENCH_CUBLAS_CHECK(status);
+        }
+    };
+    set_preference(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
+    set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
+    set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
+    set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d));
+    set_preference(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d));
 
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
@@ -138,6 +145,7 @@ GemmRunner::Plan& GemmRunner::plan_for(const GemmCall& call) {
     } else if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_SUCCESS) {
         TRAINBENCH_CUBLAS_CHECK(status);
     }
+    plans_.push_back(owner.release());
     return *plan;
 }
 

@@ -44,19 +44,19 @@ void activation_backward(Activation kind, void* grad, const void* saved, Storage
 void bias_grad_accumulate(const void* dz, StorageType type, int64_t rows, int64_t cols,
                           float* grad_bias, cudaStream_t stream);
 
-// --- loss_kernels.cu: per-sample loss, and the gradient of grad_scale * loss wrt the outputs
-// logits [classes x count]. dlogits may be null (evaluation).
+// --- loss_kernels.cu: per-sample loss (in double, as nn/loss.cpp), and the gradient of
+// grad_scale * loss wrt the outputs logits [classes x count]. dlogits may be null (evaluation).
 void softmax_cross_entropy(const void* logits, StorageType type, const int32_t* labels,
                            int64_t classes, int64_t count, float grad_scale, void* dlogits,
-                           float* sample_loss, int32_t* sample_correct, cudaStream_t stream);
+                           double* sample_loss, int32_t* sample_correct, cudaStream_t stream);
 // outputs [1 x count]; loss (y - t)^2; doutputs may be null.
 void mean_squared_error(const void* outputs, StorageType type, const float* targets,
-                        int64_t count, float grad_scale, void* doutputs, float* sample_loss,
+                        int64_t count, float grad_scale, void* doutputs, double* sample_loss,
                         cudaStream_t stream);
 
 // --- reduction_kernels.cu: deterministic sums (fixed partition, fixed order)
 // totals[0] = sum of sample_loss; totals[1] = sum of sample_correct (when not null).
-void sum_sample_losses(const float* sample_loss, const int32_t* sample_correct, int64_t count,
+void sum_sample_losses(const double* sample_loss, const int32_t* sample_correct, int64_t count,
                        double* totals, cudaStream_t stream);
 // Two passes: per-block partial sums of squares in double, then one block adds them in order.
 // inf/NaN propagate into the result.

@@ -9,16 +9,18 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// One warp per sample; lanes stride over the classes.
+// One warp per sample; lanes stride over the classes. The arithmetic follows nn/loss.cpp:
+// float logit differences, exponentials, sums, the loss and the gradient in double, so the
+// CUDA and CPU engines agree to double rounding rather than float rounding.
 template <typename T>
 __global__ void softmax_cross_entropy_kernel(const T* __restrict__ logits,
                                              const int32_t* __restrict__ labels, int64_t classes,
                                              int64_t count, float grad_scale, T* __restrict__ dlogits,
-                                             float* __restrict__ sample_loss,
+                                             double* __restrict__ sample_loss,
                                              int32_t* __restrict__ sample_correct) {
     const int lane = threadIdx.x % 32;
     const int64_t sample = blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
-    if (sample >= count) return;
+    if (sample >= count) return;  // the whole warp shares `sample`, so the shuffles stay full
     const T* z = logits + sample * classes;
 
     // Arg-max with the first index winning ties, as the CPU loss does.
@@ -40,21 +42,22 @@ __global__ void softmax_cross_entropy_kernel(const T* __restrict__ logits,
         }
     }
 
-    float exp_sum = 0.0f;
-    for (int64_t c = lane; c < classes; c += 32) exp_sum += expf(load_as_float(z[c]) - max_value);
+    double exp_sum = 0.0;
+    for (int64_t c = lane; c < classes; c += 32)
+        exp_sum += exp(static_cast<double>(load_as_float(z[c]) - max_value));
     for (int offset = 16; offset > 0; offset /= 2) exp_sum += __shfl_xor_sync(kFullMask, exp_sum, offset);
 
     const int32_t label = labels[sample];
     if (lane == 0) {
-        sample_loss[sample] = logf(exp_sum) - (load_as_float(z[label]) - max_value);
+        sample_loss[sample] = log(exp_sum) - static_cast<double>(load_as_float(z[label]) - max_value);
         sample_correct[sample] = max_index == label ? 1 : 0;
     }
     if (dlogits != nullptr) {
-        const float inverse_sum = 1.0f / exp_sum;
+        const double inverse_sum = 1.0 / exp_sum;
         T* g = dlogits + sample * classes;
         for (int64_t c = lane; c < classes; c += 32) {
-            const float p = expf(load_as_float(z[c]) - max_value) * inverse_sum;
-            g[c] = store_from_float<T>((p - (c == label ? 1.0f : 0.0f)) * grad_scale);
+            const double p = exp(static_cast<double>(load_as_float(z[c]) - max_value)) * inverse_sum;
+            g[c] = store_from_float<T>(static_cast<float>((p - (c == label ? 1.0 : 0.0)) * grad_scale));
         }
     }
 }
@@ -63,11 +66,11 @@ template <typename T>
 __global__ void mean_squared_error_kernel(const T* __restrict__ outputs,
                                           const float* __restrict__ targets, int64_t count,
                                           float grad_scale, T* __restrict__ doutputs,
-                                          float* __restrict__ sample_loss) {
+                                          double* __restrict__ sample_loss) {
     const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
     if (i >= count) return;
     const float diff = load_as_float(outputs[i]) - targets[i];
-    sample_loss[i] = diff * diff;
+    sample_loss[i] = static_cast<double>(diff) * diff;
     if (doutputs != nullptr) doutputs[i] = store_from_float<T>(2.0f * diff * grad_scale);
 }
 
@@ -75,7 +78,7 @@ __global__ void mean_squared_error_kernel(const T* __restrict__ outputs,
 
 void softmax_cross_entropy(const void* logits, StorageType type, const int32_t* labels,
                            int64_t classes, int64_t count, float grad_scale, void* dlogits,
-                           float* sample_loss, int32_t* sample_correct, cudaStream_t stream) {
+                           double* sample_loss, int32_t* sample_correct, cudaStream_t stream) {
     if (count == 0) return;
     const unsigned blocks = static_cast<unsigned>((count + kWarpsPerBlock - 1) / kWarpsPerBlock);
     dispatch_storage(type, [&]<typename T>() {
@@ -87,7 +90,7 @@ void softmax_cross_entropy(const void* logits, StorageType type, const int32_t* 
 }
 
 void mean_squared_error(const void* outputs, StorageType type, const float* targets,
-                        int64_t count, float grad_scale, void* doutputs, float* sample_loss,
+                        int64_t count, float grad_scale, void* doutputs, double* sample_loss,
                         cudaStream_t stream) {
     if (count == 0) return;
     constexpr int kThreads = 256;

@@ -19,7 +19,7 @@ __device__ double block_sum(double value, double* shared) {
     return shared[0];
 }
 
-__global__ void sum_sample_losses_kernel(const float* __restrict__ sample_loss,
+__global__ void sum_sample_losses_kernel(const double* __restrict__ sample_loss,
                                          const int32_t* __restrict__ sample_correct,
                                          int64_t count, double* __restrict__ totals) {
     __shared__ double shared[kThreads];
@@ -61,7 +61,7 @@ __global__ void sum_partials_kernel(const double* __restrict__ partials, int cou
 
 }  // namespace
 
-void sum_sample_losses(const float* sample_loss, const int32_t* sample_correct, int64_t count,
+void sum_sample_losses(const double* sample_loss, const int32_t* sample_correct, int64_t count,
                        double* totals, cudaStream_t stream) {
     sum_sample_losses_kernel<<<1, kThreads, 0, stream>>>(sample_loss, sample_correct, count, totals);
     TRAINBENCH_CUDA_CHECK_LAUNCH();
