@@ -1,0 +1,18 @@
+#pragma once
+#include <atomic>
+#include <string>
+
+namespace trainbench::cli {
+
+// Ctrl-C (SIGINT) or SIGTERM asks the run to stop: the trainer sees the flag between
+// micro-batches, and the CLI still writes what was measured. A second signal aborts at once,
+// removing the temporary files registered below so nothing half-written stays behind.
+void install_interrupt_handlers();
+const std::atomic<bool>& stop_requested();
+int received_signal();  // 0 when none
+
+// Temporary files a forced abort must delete (async-signal-safe bookkeeping, a few slots).
+int register_temporary_file(const std::string& path);
+void unregister_temporary_file(int slot);
+
+}  // namespace trainbench::cli

@@ -1,0 +1,131 @@
+#include "progress_display.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+
+namespace trainbench::cli {
+
+namespace {
+constexpr auto kRedrawInterval = std::chrono::milliseconds(100);
+constexpr int kBarWidth = 24;
+constexpr int kPlainLinesPerRun = 10;
+}  // namespace
+
+std::string format_duration(double seconds) {
+    if (!std::isfinite(seconds) || seconds < 0) return "?";
+    auto total = static_cast<int64_t>(std::llround(seconds));
+    char buffer[32];
+    if (total < 60) std::snprintf(buffer, sizeof buffer, "%" PRId64 "s", total);
+    else if (total < 3600)
+        std::snprintf(buffer, sizeof buffer, "%" PRId64 ":%02" PRId64, total / 60, total % 60);
+    else
+        std::snprintf(buffer, sizeof buffer, "%" PRId64 ":%02" PRId64 ":%02" PRId64, total / 3600,
+                      total / 60 % 60, total % 60);
+    return buffer;
+}
+
+ProgressDisplay::ProgressDisplay(std::FILE* out, bool terminal, bool quiet)
+    : out_(out), terminal_(terminal), quiet_(quiet) {}
+
+void ProgressDisplay::start(const RunPlan& plan) {
+    total_updates_ = plan.total_updates;
+    updates_per_epoch_ = plan.updates_per_epoch;
+    line_every_ = std::max<int64_t>(1, total_updates_ / kPlainLinesPerRun);
+    if (quiet_) return;
+    std::string model;
+    for (size_t i = 0; i < plan.layer_sizes.size(); ++i)
+        model += (i ? "-" : "") + std::to_string(plan.layer_sizes[i]);
+    std::fprintf(out_,
+                 "plan: MLP %s (%" PRId64 " parameters), %" PRId64 " training samples, global batch %" PRId64
+                 " = micro-batch %" PRId64 " x step_size %" PRId64 ", %" PRId64 " updates/epoch, %" PRId64
+                 " updates\n",
+                 model.c_str(), plan.parameter_count, plan.train_samples, plan.global_batch,
+                 plan.micro_batch, plan.step_size, plan.updates_per_epoch, plan.total_updates);
+    if (!plan.auto_fit_note.empty()) std::fprintf(out_, "auto-fit: %s\n", plan.auto_fit_note.c_str());
+    std::fflush(out_);
+}
+
+double ProgressDisplay::eta_seconds(const StepMetrics& metrics) const {
+    if (metrics.update <= 0 || total_updates_ <= 0) return NAN;
+    double per_update = metrics.wall_seconds / static_cast<double>(metrics.update);
+    return per_update * static_cast<double>(std::max<int64_t>(0, total_updates_ - metrics.update));
+}
+
+void ProgressDisplay::update(const StepMetrics& metrics) {
+    if (quiet_) return;
+    if (terminal_) {
+        auto now = std::chrono::steady_clock::now();
+        bool last = metrics.update >= total_updates_;
+        if (bar_shown_ && !last && now - last_draw_ < kRedrawInterval) return;
+        last_draw_ = now;
+        draw_bar(metrics);
+    } else if (metrics.update % line_every_ == 0 || metrics.update == 1) {
+        print_line(metrics);
+    }
+}
+
+void ProgressDisplay::draw_bar(const StepMetrics& metrics) {
+    // samples/s over the interval since the last redraw: steadier than one update's figure.
+    double elapsed = metrics.wall_seconds - wall_at_last_draw_;
+    if (elapsed > 0.0)
+        shown_rate_ = static_cast<double>(metrics.samples_seen - samples_at_last_draw_) / elapsed;
+    samples_at_last_draw_ = metrics.samples_seen;
+    wall_at_last_draw_ = metrics.wall_seconds;
+
+    double fraction = total_updates_ > 0 ? static_cast<double>(metrics.update) / total_updates_ : 0.0;
+    int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kBarWidth);
+    char bar[kBarWidth + 1];
+    for (int i = 0; i < kBarWidth; ++i) bar[i] = i < filled ? '#' : '.';
+    bar[kBarWidth] = '\0';
+    std::fprintf(out_, "\r[%s] %" PRId64 "/%" PRId64 " epoch %" PRId64 "  loss %.4f  %.0f samples/s  ETA %s\033[K",
+                 bar, metrics.update, total_updates_, metrics.epoch, metrics.loss, shown_rate_,
+                 format_duration(eta_seconds(metrics)).c_str());
+    std::fflush(out_);
+    bar_shown_ = true;
+}
+
+void ProgressDisplay::print_line(const StepMetrics& metrics) {
+    std::fprintf(out_,
+                 "update %" PRId64 "/%" PRId64 "  epoch %" PRId64 "  loss %.6g  lr %.3g  %.0f samples/s  "
+                 "elapsed %s  ETA %s\n",
+                 metrics.update, total_updates_, metrics.epoch, metrics.loss, metrics.learning_rate,
+                 metrics.samples_per_second, format_duration(metrics.wall_seconds).c_str(),
+                 format_duration(eta_seconds(metrics)).c_str());
+    std::fflush(out_);
+}
+
+void ProgressDisplay::clear_bar() {
+    if (!bar_shown_) return;
+    std::fputs("\r\033[K", out_);
+    bar_shown_ = false;
+}
+
+void ProgressDisplay::epoch_end(const EpochMetrics& epoch) {
+    if (quiet_) return;
+    clear_bar();
+    // A run cut short by --max-steps or Ctrl-C validates mid-epoch; the update says where.
+    std::fprintf(out_, "epoch %" PRId64 " (update %" PRId64 "): train loss %.6g", epoch.epoch, epoch.update,
+                 epoch.train_loss);
+    if (!std::isnan(epoch.val_loss)) std::fprintf(out_, "  val loss %.6g", epoch.val_loss);
+    if (!std::isnan(epoch.val_accuracy)) std::fprintf(out_, "  val accuracy %.2f%%", 100.0 * epoch.val_accuracy);
+    std::fprintf(out_, "  (elapsed %s)\n", format_duration(epoch.wall_seconds).c_str());
+    std::fflush(out_);
+}
+
+void ProgressDisplay::note(const std::string& text) {
+    if (quiet_) return;
+    clear_bar();
+    std::fprintf(out_, "note: %s\n", text.c_str());
+    std::fflush(out_);
+}
+
+void ProgressDisplay::finish() {
+    if (terminal_ && bar_shown_) {
+        std::fputc('\n', out_);
+        bar_shown_ = false;
+    }
+    std::fflush(out_);
+}
+
+}  // namespace trainbench::cli

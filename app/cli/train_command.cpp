@@ -1,0 +1,133 @@
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <unistd.h>
+
+#include "atomic_output_file.hpp"
+#include "cli_exit.hpp"
+#include "commands.hpp"
+#include "interrupt.hpp"
+#include "metrics_csv_writer.hpp"
+#include "progress_display.hpp"
+#include "run_flags.hpp"
+#include "trainbench/config_json.hpp"
+#include "trainbench/error.hpp"
+#include "trainbench/trainer.hpp"
+
+namespace trainbench::cli {
+
+namespace {
+
+struct TrainArguments {
+    explicit TrainArguments(CLI::App& command) : flags(command, RunFlags::Scope::train) {
+        command.add_flag("--print-config", print_config,
+                         "print the resolved configuration as JSON and exit");
+        command.add_flag("--quiet,-q", quiet, "no progress output; only the final summary");
+    }
+    RunFlags flags;
+    bool print_config = false;
+    bool quiet = false;
+};
+
+void print_summary(std::FILE* out, const RunResult& result, int64_t peak_rss) {
+    const StepMetrics& last = result.last;
+    std::fprintf(out, "result: %s after %" PRId64 " updates, %" PRId64 " samples, %.2f s\n",
+                 to_string(result.reason).c_str(), last.update, last.samples_seen, result.seconds);
+    if (!result.message.empty()) std::fprintf(out, "reason: %s\n", result.message.c_str());
+    if (last.update > 0) std::fprintf(out, "final loss: %.6g\n", last.loss);
+    const EpochMetrics& epoch = result.last_epoch;
+    if (epoch.epoch > 0 && !std::isnan(epoch.val_loss)) {
+        std::fprintf(out, "validation: loss %.6g", epoch.val_loss);
+        if (!std::isnan(epoch.val_accuracy))
+            std::fprintf(out, ", accuracy %.2f%%", 100.0 * epoch.val_accuracy);
+        std::fprintf(out, " (%" PRId64 " samples, after epoch %" PRId64 ")\n", epoch.val_samples,
+                     epoch.epoch);
+    }
+    if (last.update > 0) {
+        std::fprintf(out, "peak memory: engine %s (activations %s, optimizer state %s), process RSS %s",
+                     format_bytes(last.memory.reserved_peak).c_str(),
+                     format_bytes(last.memory.peak_bytes(MemoryCategory::activations)).c_str(),
+                     format_bytes(last.memory.peak_bytes(MemoryCategory::optimizer_state)).c_str(),
+                     format_bytes(peak_rss).c_str());
+        if (last.device_total_bytes > 0)
+            std::fprintf(out, ", device %s of %s", format_bytes(last.device_used_bytes).c_str(),
+                         format_bytes(last.device_total_bytes).c_str());
+        std::fputc('\n', out);
+    }
+}
+
+int run_train(const TrainArguments& arguments) {
+    RunConfig config = arguments.flags.resolve(RunConfig{});
+    try {
+        validate(config);
+    } catch (const Error& e) {
+        throw UsageError(e.what());
+    }
+    if (arguments.print_config) {
+        std::printf("%s\n", config_to_json(config).c_str());
+        return kExitSuccess;
+    }
+
+    // Outputs are opened (or probed) before training, so a bad path fails in a second rather
+    // than after the run; both are moved into place only at the end.
+    std::optional<MetricsCsvWriter> metrics;
+    if (!config.metrics_out.empty()) metrics.emplace(config.metrics_out);
+    if (!config.save_weights.empty()) check_writable(config.save_weights);
+    RunConfig engine_config = config;
+    engine_config.metrics_out.clear();
+    engine_config.save_weights.clear();
+
+    install_interrupt_handlers();
+    ProgressDisplay progress(stdout, ::isatty(STDOUT_FILENO) != 0, arguments.quiet);
+    int64_t peak_rss = 0;
+    Observer observer;
+    observer.on_start = [&](const RunPlan& plan) { progress.start(plan); };
+    observer.on_update = [&](const StepMetrics& m) {
+        if (metrics) metrics->add_update(m);
+        if (m.rss_bytes > peak_rss) peak_rss = m.rss_bytes;
+        progress.update(m);
+    };
+    observer.on_epoch_end = [&](const EpochMetrics& epoch) {
+        if (metrics) metrics->add_epoch_end(epoch);
+        progress.epoch_end(epoch);
+    };
+    observer.on_note = [&](const std::string& text) { progress.note(text); };
+
+    RunResult result = train(engine_config, observer, &stop_requested(), nullptr);
+    progress.finish();
+
+    const bool finished =
+        result.reason == StopReason::completed || result.reason == StopReason::max_steps;
+    const bool interrupted = result.reason == StopReason::stopped;
+    print_summary(stdout, result, peak_rss);
+    std::fflush(stdout);
+    if (!finished && !interrupted) {
+        std::string why = result.message.empty() ? to_string(result.reason) : result.message;
+        throw Error("training " + to_string(result.reason) + " at update " +
+                    std::to_string(result.last.update) + ": " + why +
+                    " (no output files written)");
+    }
+    if (metrics) {
+        metrics->commit();
+        std::printf("metrics: %" PRId64 " rows written to %s\n", metrics->rows_written(),
+                    config.metrics_out.c_str());
+    }
+    if (!config.save_weights.empty() && !result.weights.layers.empty()) {
+        save_weights(config.save_weights, result.weights);
+        std::printf("weights: saved to %s%s\n", config.save_weights.c_str(),
+                    interrupted ? " (as they were when the run was interrupted)" : "");
+    }
+    return interrupted ? (received_signal() > 0 ? 128 + received_signal() : kExitInterrupted)
+                       : kExitSuccess;
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& parent) {
+    CLI::App* command = parent.add_subcommand("train", "train a model and report its metrics");
+    auto arguments = std::make_shared<TrainArguments>(*command);
+    return {command, [arguments] { return run_train(*arguments); }};
+}
+
+}  // namespace trainbench::cli

@@ -1,0 +1,77 @@
+#pragma once
+// Runs the trainbench-cli binary under test and reads its metrics CSV; shared by the cli suites.
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QStringList>
+#include <QTextStream>
+#include <QtTest>
+
+#include <optional>
+
+struct CliRun {
+    int exit_code = -1;
+    bool finished = false;
+    QString out;
+    QString err;
+    // stderr without trailing blank lines, split into lines
+    QStringList error_lines() const {
+        QStringList lines = err.split('\n');
+        while (!lines.isEmpty() && lines.last().trimmed().isEmpty()) lines.removeLast();
+        return lines;
+    }
+};
+
+inline CliRun run_cli(const QStringList& arguments, int timeout_ms = 120000,
+                      const QString& working_directory = {}) {
+    QProcess process;
+    if (!working_directory.isEmpty()) process.setWorkingDirectory(working_directory);
+    process.start(QStringLiteral(TRAINBENCH_CLI_PATH), arguments);
+    CliRun run;
+    if (!process.waitForStarted(10000)) {
+        run.err = "could not start " + QStringLiteral(TRAINBENCH_CLI_PATH);
+        return run;
+    }
+    run.finished = process.waitForFinished(timeout_ms);
+    if (!run.finished) {
+        process.kill();
+        process.waitForFinished(5000);
+    }
+    run.exit_code = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
+    run.out = QString::fromUtf8(process.readAllStandardOutput());
+    run.err = QString::fromUtf8(process.readAllStandardError());
+    return run;
+}
+
+// A metrics CSV as header + rows of cells, so tests address columns by name.
+struct MetricsTable {
+    QStringList header;
+    QList<QStringList> rows;
+    int column(const QString& name) const { return header.indexOf(name); }
+    QString cell(int row, const QString& name) const { return rows.at(row).at(column(name)); }
+};
+
+inline std::optional<MetricsTable> read_metrics_csv(const QString& path) {
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly | QIODevice::Text)) return std::nullopt;
+    MetricsTable table;
+    QTextStream stream(&file);
+    table.header = stream.readLine().split(',');
+    while (!stream.atEnd()) {
+        QString line = stream.readLine();
+        if (!line.isEmpty()) table.rows.append(line.split(',', Qt::KeepEmptyParts));
+    }
+    return table;
+}
+
+// The last non-empty value of `column` (validation figures appear only on epoch-end rows).
+inline std::optional<double> last_value(const MetricsTable& table, const QString& column) {
+    const int index = table.column(column);
+    if (index < 0) return std::nullopt;
+    for (auto row = table.rows.crbegin(); row != table.rows.crend(); ++row)
+        if (row->size() > index && !row->at(index).isEmpty()) return row->at(index).toDouble();
+    return std::nullopt;
+}
+
+#define CLI_DIAGNOSTICS(run) \
+    qPrintable(QStringLiteral("exit %1\nstdout:\n%2\nstderr:\n%3").arg((run).exit_code).arg((run).out, (run).err))

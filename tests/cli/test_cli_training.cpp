@@ -1,0 +1,149 @@
+// End-to-end runs of `trainbench-cli train` on synthetic data: it learns, the metrics CSV has
+// one row per update, weights round-trip through --save-weights/--init-weights, and Ctrl-C
+// stops the run but keeps what was measured.
+#include <QElapsedTimer>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QThread>
+
+#include <csignal>
+
+#include "cli/cli_process.hpp"
+
+namespace {
+
+// "result: completed after 171 updates, ..." -> 171
+int reported_updates(const QString& out) {
+    auto match = QRegularExpression("result: \\w+ after (\\d+) updates").match(out);
+    return match.hasMatch() ? match.captured(1).toInt() : -1;
+}
+
+const char* kMetricsHeader =
+    "update,epoch,samples_seen,wall_seconds,loss,learning_rate,grad_norm,update_ms,"
+    "samples_per_second,batch_samples,loss_scale,skipped,mem_parameters,mem_gradients,"
+    "mem_optimizer_state,mem_master_weights,mem_activations,mem_workspace,mem_cache,mem_total,"
+    "mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy";
+
+}  // namespace
+
+class CliTrainingTest : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir scratch_;
+    QString path(const QString& name) const { return scratch_.filePath(name); }
+
+private slots:
+    void initTestCase() { QVERIFY(scratch_.isValid()); }
+
+    void spirals_reach_95_percent() {
+        const QString metrics = path("spirals.csv");
+        CliRun run = run_cli({"train", "--dataset", "spirals", "--epochs", "5", "--lr", "0.01",
+                              "--threads", "1", "--metrics-out", metrics});
+        QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+        auto table = read_metrics_csv(metrics);
+        QVERIFY(table.has_value());
+        auto accuracy = last_value(*table, "val_accuracy");
+        QVERIFY(accuracy.has_value());
+        QVERIFY2(*accuracy >= 0.95, qPrintable(QString::number(*accuracy)));
+        // The summary agrees with the file.
+        auto match = QRegularExpression("validation: loss [^,]+, accuracy (\\d+\\.\\d+)%").match(run.out);
+        QVERIFY2(match.hasMatch(), qPrintable(run.out));
+        QVERIFY(std::abs(match.captured(1).toDouble() - 100.0 * *accuracy) < 0.01);
+        QVERIFY(!QFile::exists(metrics + ".tmp"));
+    }
+
+    void metrics_csv_has_one_row_per_update() {
+        // 1000 samples, 10% held out: 900 train / batch 64 = 15 updates per epoch, the last
+        // one partial; max-steps cuts the third epoch short.
+        const QString metrics = path("rows.csv");
+        CliRun run = run_cli({"train", "--dataset", "moons", "--samples", "1000", "--epochs", "3",
+                              "--max-steps", "40", "--batch-size", "64", "--step-size", "3",
+                              "--hidden", "16", "--threads", "1", "--metrics-out", metrics});
+        QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+        auto table = read_metrics_csv(metrics);
+        QVERIFY(table.has_value());
+        QCOMPARE(table->header.join(','), QString(kMetricsHeader));
+        QCOMPARE(table->rows.size(), 40);
+        QCOMPARE(reported_updates(run.out), 40);
+        for (int i = 0; i < table->rows.size(); ++i) {
+            QCOMPARE(table->rows[i].size(), table->header.size());
+            QCOMPARE(table->cell(i, "update").toInt(), i + 1);
+        }
+        // Validation only on the rows that end an epoch (15, 30) and on the last update.
+        QStringList validated;
+        for (int i = 0; i < table->rows.size(); ++i)
+            if (!table->cell(i, "val_loss").isEmpty()) validated << table->cell(i, "update");
+        QCOMPARE(validated, (QStringList{"15", "30", "40"}));
+        QCOMPARE(table->cell(14, "batch_samples").toInt(), 900 - 14 * 64);
+        QCOMPARE(table->cell(14, "samples_seen").toInt(), 900);
+        QVERIFY(table->cell(0, "mem_parameters").toLongLong() > 0);
+        QVERIFY(table->cell(0, "mem_peak_total").toLongLong() >= table->cell(0, "mem_total").toLongLong());
+    }
+
+    void saved_weights_reload_as_initial_weights() {
+        const QString weights = path("spirals.safetensors");
+        const QString first_metrics = path("first.csv");
+        CliRun first = run_cli({"train", "--dataset", "spirals", "--epochs", "2", "--lr", "0.01",
+                                "--threads", "1", "--save-weights", weights, "--metrics-out", first_metrics});
+        QVERIFY2(first.exit_code == 0, CLI_DIAGNOSTICS(first));
+        QVERIFY(QFile::exists(weights));
+        QVERIFY(!QFile::exists(weights + ".tmp"));
+
+        // One SGD step with a negligible learning rate: validation then measures the loaded
+        // weights themselves, which must be the ones the first run ended with.
+        const QString second_metrics = path("second.csv");
+        CliRun second = run_cli({"train", "--dataset", "spirals", "--epochs", "1", "--max-steps", "1",
+                                 "--optimizer", "sgd", "--lr", "1e-12", "--threads", "1",
+                                 "--init-weights", weights, "--metrics-out", second_metrics});
+        QVERIFY2(second.exit_code == 0, CLI_DIAGNOSTICS(second));
+        auto trained = last_value(*read_metrics_csv(first_metrics), "val_loss");
+        auto reloaded = last_value(*read_metrics_csv(second_metrics), "val_loss");
+        QVERIFY(trained && reloaded);
+        QVERIFY2(std::abs(*trained - *reloaded) <= 1e-6 * std::max(1.0, std::abs(*trained)),
+                 qPrintable(QString("%1 vs %2").arg(*trained).arg(*reloaded)));
+
+        // A model of another shape refuses the file with a clear line.
+        CliRun mismatch = run_cli({"train", "--dataset", "spirals", "--hidden", "8", "--threads", "1",
+                                   "--init-weights", weights});
+        QCOMPARE(mismatch.exit_code, 1);
+        QCOMPARE(mismatch.error_lines().size(), 1);
+    }
+
+    void interrupt_stops_and_keeps_the_metrics() {
+        const QString metrics = path("interrupted.csv");
+        const QString weights = path("interrupted.safetensors");
+        QProcess process;
+        process.start(QStringLiteral(TRAINBENCH_CLI_PATH),
+                      {"train", "--dataset", "spirals", "--samples", "200000", "--epochs", "100",
+                       "--threads", "1", "--metrics-out", metrics, "--save-weights", weights});
+        QVERIFY(process.waitForStarted());
+        // Wait until it trains (the first progress line after the plan), then press Ctrl-C.
+        QElapsedTimer clock;
+        clock.start();
+        QByteArray seen;
+        while (!seen.contains("update ") && clock.elapsed() < 60000) {
+            process.waitForReadyRead(1000);
+            seen += process.readAllStandardOutput();
+        }
+        QVERIFY2(seen.contains("update "), seen.constData());
+        QThread::msleep(200);
+        ::kill(static_cast<pid_t>(process.processId()), SIGINT);
+        QVERIFY(process.waitForFinished(30000));
+        seen += process.readAllStandardOutput();
+        const QString out = QString::fromUtf8(seen);
+        QCOMPARE(process.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(process.exitCode(), 130);
+        QVERIFY2(out.contains("result: stopped"), qPrintable(out));
+        auto table = read_metrics_csv(metrics);
+        QVERIFY(table.has_value());
+        QVERIFY(table->rows.size() > 0);
+        QCOMPARE(table->rows.size(), reported_updates(out));
+        QVERIFY(QFile::exists(weights));
+        QVERIFY(!QFile::exists(metrics + ".tmp"));
+        QVERIFY(!QFile::exists(weights + ".tmp"));
+    }
+};
+
+QTEST_APPLESS_MAIN(CliTrainingTest)
+#include "test_cli_training.moc"
