@@ -1,0 +1,66 @@
+// The desktop app. Without a display it cannot show a window, so rather than abort inside Qt's
+// platform plugin it says so and runs the default example through the headless CLI instead.
+#include <QApplication>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+#include "main_window.hpp"
+
+namespace {
+
+// Platforms that draw without a display server.
+bool platform_needs_no_display(int argc, char** argv) {
+    std::string platform;
+    if (const char* env = std::getenv("QT_QPA_PLATFORM")) platform = env;
+    for (int i = 1; i + 1 < argc; ++i)
+        if (std::strcmp(argv[i], "-platform") == 0) platform = argv[i + 1];
+    for (const char* headless : {"offscreen", "minimal", "vnc", "linuxfb", "eglfs", "vkkhrdisplay"})
+        if (platform.rfind(headless, 0) == 0) return true;
+    return false;
+}
+
+bool display_available() {
+    const char* x11 = std::getenv("DISPLAY");
+    const char* wayland = std::getenv("WAYLAND_DISPLAY");
+    return (x11 && *x11) || (wayland && *wayland);
+}
+
+std::filesystem::path cli_next_to_this_program(const char* argv0) {
+    std::error_code error;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+    if (error) self = std::filesystem::absolute(argv0, error);
+    return self.parent_path() / "trainbench-cli";
+}
+
+int run_default_example_headless(const char* argv0) {
+    const std::string cli = cli_next_to_this_program(argv0).string();
+    const char* args[] = {cli.c_str(), "train", "--dataset", "spirals", "--epochs", "5", nullptr};
+    std::fprintf(stderr,
+                 "trainbench: no display found; running the default example headless: "
+                 "trainbench-cli train --dataset spirals --epochs 5\n");
+    std::fflush(stderr);
+    execv(cli.c_str(), const_cast<char* const*>(args));
+    std::fprintf(stderr, "trainbench: could not start %s: %s\n", cli.c_str(), std::strerror(errno));
+    return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (!display_available() && !platform_needs_no_display(argc, argv))
+        return run_default_example_headless(argv[0]);
+
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("TrainBench"));
+    QApplication::setApplicationName(QStringLiteral("TrainBench"));
+    QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+    QApplication::setDesktopFileName(QStringLiteral("trainbench"));
+
+    trainbench::ui::MainWindow window;
+    window.show();
+    return app.exec();
+}

@@ -1,0 +1,94 @@
+// Renders the window before, during and after runs and checks that each picture really shows
+// the app (right size, many colours, plots drawn). With TRAINBENCH_SCREENSHOT_DIR set, the
+// pictures are also saved there: this is how docs/screenshots/ is regenerated.
+#include <QAction>
+#include <QDir>
+#include <QImage>
+#include <QSet>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <qcustomplot.h>
+
+#include "config_panel.hpp"
+#include "main_window.hpp"
+#include "run_controller.hpp"
+#include "run_store.hpp"
+#include "runs_table.hpp"
+#include "ui_test_support.hpp"
+
+using namespace trainbench;
+using namespace trainbench::ui;
+
+class ScreenshotTest : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir scratch_;
+    QString folder_;
+
+    // Saves the window's picture and checks that it is a real, busy rendering.
+    void capture(MainWindow& window, const QString& name) {
+        QCoreApplication::processEvents();
+        for (auto* plot : window.findChildren<QCustomPlot*>()) plot->replot();
+        const QImage image = window.grab().toImage().convertToFormat(QImage::Format_RGB32);
+        QCOMPARE(image.size(), window.size());
+        QSet<QRgb> colours;
+        for (int y = 0; y < image.height(); y += 3)
+            for (int x = 0; x < image.width(); x += 3) colours.insert(image.pixel(x, y));
+        QVERIFY2(colours.size() > 200, qPrintable(QStringLiteral("%1 has only %2 colours").arg(name).arg(colours.size())));
+        QVERIFY(image.save(QDir(folder_).filePath(name + QStringLiteral(".png"))));
+    }
+
+    static RunConfig demo_config(int64_t step_size, int64_t batch_size = 64) {
+        RunConfig config;
+        config.dataset = "spirals";
+        config.synthetic_samples = 6000;
+        config.hidden = {128, 128};
+        config.batch_size = batch_size;
+        config.step_size = step_size;
+        config.epochs = 6;
+        config.optimizer.lr = 0.003;
+        config.threads = 1;
+        return config;
+    }
+
+private slots:
+    void initTestCase() {
+        testing::isolate_settings();
+        folder_ = qEnvironmentVariable("TRAINBENCH_SCREENSHOT_DIR");
+        if (folder_.isEmpty()) folder_ = scratch_.path();
+        QDir().mkpath(folder_);
+    }
+
+    void beforeDuringAfter() {
+        MainWindow window;
+        window.resize(1400, 900);
+        window.show();
+        window.configPanel()->setConfig(demo_config(2));
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        capture(window, QStringLiteral("before-run"));
+
+        window.startRun();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 60000);
+        RunConfig longer = demo_config(8, 256);
+        longer.epochs = 40;
+        window.configPanel()->setConfig(longer);
+        window.startRun();
+        auto& second = *window.runStore().runs().back();
+        QTRY_VERIFY_WITH_TIMEOUT(second.steps.size() > 150, 60000);
+        QVERIFY(window.runController().isRunning());
+        capture(window, QStringLiteral("during-run"));
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 60000);
+
+        RunConfig bf16 = demo_config(2);
+        bf16.precision = Precision::bf16;
+        window.configPanel()->setConfig(bf16);
+        window.startRun();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 60000);
+        window.runsTable()->selectRow(0);
+        capture(window, QStringLiteral("after-runs"));
+        capture(window, QStringLiteral("main-window"));
+    }
+};
+
+QTEST_MAIN(ScreenshotTest)
+#include "test_screenshots.moc"

@@ -1,0 +1,170 @@
+// Runs started from the window: real training on the worker thread fills every plot, adds
+// table rows, overlays a second run, stops promptly and never starves the GUI thread.
+#include <QAction>
+#include <QElapsedTimer>
+#include <QTimer>
+#include <QtTest>
+
+#include "config_panel.hpp"
+#include "loss_plot.hpp"
+#include "main_window.hpp"
+#include "memory_plot.hpp"
+#include "message_banner.hpp"
+#include "plot_area.hpp"
+#include "run_controller.hpp"
+#include "run_store.hpp"
+#include "runs_table.hpp"
+#include "speed_plot.hpp"
+#include "ui_test_support.hpp"
+
+using namespace trainbench;
+using namespace trainbench::ui;
+
+class TrainingRunTest : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { testing::isolate_settings(); }
+
+    void shortRunFillsPlotsAndTable() {
+        MainWindow window;
+        window.resize(1400, 900);
+        window.show();
+        window.configPanel()->setConfig(testing::small_config(300));
+        window.runAction()->trigger();
+        QVERIFY(window.runController().isRunning());
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 30000);
+
+        QCOMPARE(window.runStore().runs().size(), std::size_t{1});
+        const RunRecord& run = *window.runStore().runs().front();
+        QVERIFY2(run.state == RunState::completed, qPrintable(run.message));
+        QCOMPARE(run.steps.size(), std::size_t{300});
+        QCOMPARE(run.steps.back().update, 300);
+        QVERIFY(run.plan.has_value());
+
+        auto* plots = window.plotArea();
+        // Loss: raw + smoothed points per update (+ validation points).
+        QVERIFY(plots->lossPlot()->dataPointCount() >= 600);
+        QVERIFY(plots->memoryPlot()->dataPointCount() >= 300);
+        QVERIFY(plots->speedPlot()->dataPointCount() >= 900);
+        QCOMPARE(window.runsTable()->rowCount(), 1);
+        QCOMPARE(window.runsTable()->item(0, RunsTable::kName)->text(), run.name);
+        QVERIFY(window.runsTable()->item(0, RunsTable::kFinalLoss)->text() != QStringLiteral("–"));
+        QVERIFY(!window.plotArea()->lossPlot()->readoutAt(150).isEmpty());
+    }
+
+    void secondRunWithAnotherStepSizeOverlays() {
+        MainWindow window;
+        window.show();
+        window.configPanel()->setConfig(testing::small_config(200, 2));
+        window.startRun();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 30000);
+        window.configPanel()->setConfig(testing::small_config(200, 4));
+        window.startRun();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 30000);
+
+        const auto& runs = window.runStore().runs();
+        QCOMPARE(runs.size(), std::size_t{2});
+        QCOMPARE(runs[0]->config.step_size, 2);
+        QCOMPARE(runs[1]->config.step_size, 4);
+        QVERIFY(runs[0]->color != runs[1]->color);
+        QCOMPARE(runs[1]->steps.size(), std::size_t{200});
+        // Both runs' smoothed curves are in the loss plot's legend, each in its own colour.
+        auto* loss = window.plotArea()->lossPlot();
+        int curves = 0;
+        for (int i = 0; i < loss->graphCount(); ++i)
+            if (loss->graph(i)->name() == runs[0]->name || loss->graph(i)->name() == runs[1]->name) {
+                QCOMPARE(loss->graph(i)->dataCount(), 200);
+                ++curves;
+            }
+        QCOMPARE(curves, 2);
+        QCOMPARE(window.runsTable()->rowCount(), 2);
+        // The hover read-out names both runs at one x.
+        const QString readout = loss->readoutAt(100);
+        QVERIFY2(readout.contains(runs[0]->name) && readout.contains(runs[1]->name), qPrintable(readout));
+        // Hiding a run hides its curves on every plot.
+        window.runStore().setVisible(runs[0]->id, false);
+        QVERIFY(!loss->readoutAt(100).contains(runs[0]->name));
+    }
+
+    void stopReturnsWithinOneSecond() {
+        MainWindow window;
+        window.show();
+        window.configPanel()->setConfig(testing::small_config(0));  // 1000 epochs: far longer than the test
+        window.startRun();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runStore().runs().front()->steps.empty(), 10000);
+        QElapsedTimer stopping;
+        stopping.start();
+        window.stopAction()->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 1000);
+        QVERIFY2(stopping.elapsed() < 1000, qPrintable(QString::number(stopping.elapsed())));
+        const RunRecord& run = *window.runStore().runs().front();
+        QCOMPARE(run.state, RunState::stopped);
+        QVERIFY(!run.steps.empty());  // the curve it had is kept
+        QVERIFY(window.runAction()->isEnabled());
+    }
+
+    void guiEventLoopKeepsTicking() {
+        MainWindow window;
+        window.resize(1400, 900);
+        window.show();
+        window.configPanel()->setConfig(testing::small_config(0));
+        QElapsedTimer clock;
+        clock.start();
+        qint64 last_tick = 0, largest_gap = 0;
+        int ticks = 0;
+        QTimer ticker;
+        ticker.setInterval(5);
+        connect(&ticker, &QTimer::timeout, this, [&] {
+            const qint64 now = clock.elapsed();
+            if (ticks++ > 0) largest_gap = std::max(largest_gap, now - last_tick);
+            last_tick = now;
+        });
+        window.startRun();
+        ticker.start();
+        QTest::qWait(2500);
+        ticker.stop();
+        const std::size_t updates = window.runStore().runs().front()->steps.size();
+        window.runController().requestStop();
+        QVERIFY(window.runController().waitUntilIdle(2000));
+        QString replot_costs;
+        for (auto* plot : window.plotArea()->plots())
+            replot_costs += QStringLiteral(" %1 %2 ms").arg(plot->objectName()).arg(plot->replotTime(true), 0, 'f', 1);
+        QVERIFY2(updates > 100, qPrintable(QString::number(updates)));  // training really ran meanwhile
+        QVERIFY2(largest_gap < 100, qPrintable(QStringLiteral("largest gap %1 ms over %2 ticks; mean replot:%3")
+                                          .arg(largest_gap)
+                                          .arg(ticks)
+                                          .arg(replot_costs)));
+        QVERIFY(ticks > 100);
+    }
+
+    void failedRunIsReportedAndAppStaysUsable() {
+        MainWindow window;
+        window.show();
+        RunConfig config = testing::small_config(50);
+        config.dataset = "csv:/nonexistent/trainbench-test.csv";
+        window.configPanel()->setConfig(config);
+        // The panel already reports the unreadable file next to the dataset control.
+        QTRY_VERIFY_WITH_TIMEOUT(!window.configPanel()->isValid(), 5000);
+        QVERIFY(window.configPanel()->validationError().contains(QStringLiteral("trainbench-test.csv")));
+        // A memory budget far below what the plan needs fails before training, with the engine's
+        // message in the window.
+        RunConfig too_big = testing::small_config(300);
+        too_big.memory_limit_bytes = 1024;
+        window.configPanel()->setConfig(too_big);
+        QVERIFY(window.configPanel()->isValid());
+        window.startRun();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 30000);
+        const RunRecord& run = *window.runStore().runs().back();
+        QCOMPARE(run.state, RunState::failed);
+        QVERIFY(!run.message.isEmpty());
+        QVERIFY2(window.messageBanner()->text().contains(run.message), qPrintable(window.messageBanner()->text()));
+        QVERIFY(window.runAction()->isEnabled());
+        window.configPanel()->setConfig(testing::small_config(20));
+        window.startRun();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 30000);
+        QCOMPARE(window.runStore().runs().back()->state, RunState::completed);
+    }
+};
+
+QTEST_MAIN(TrainingRunTest)
+#include "test_training_run.moc"

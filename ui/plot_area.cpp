@@ -1,0 +1,149 @@
+#include "plot_area.hpp"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSlider>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+#include "loss_plot.hpp"
+#include "loss_scale_plot.hpp"
+#include "memory_plot.hpp"
+#include "run_store.hpp"
+#include "speed_plot.hpp"
+
+namespace trainbench::ui {
+
+PlotArea::PlotArea(RunStore& store, QWidget* parent) : QWidget(parent), store_(store) {
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(4);
+
+    auto* controls = new QHBoxLayout;
+    controls->setContentsMargins(6, 2, 6, 0);
+    auto* x_label = new QLabel(tr("x-axis"));
+    x_axis_ = new QComboBox;
+    x_axis_->setObjectName(QStringLiteral("xAxisCombo"));
+    x_axis_->addItem(tr("update"), static_cast<int>(XAxisKind::update));
+    x_axis_->addItem(tr("samples seen"), static_cast<int>(XAxisKind::samples_seen));
+    x_axis_->addItem(tr("wall time"), static_cast<int>(XAxisKind::wall_time));
+    x_axis_->setToolTip(tr("What every plot's horizontal axis measures. Samples seen compares runs with different "
+                           "batch sizes fairly; wall time shows which setting is really faster."));
+    x_label->setToolTip(x_axis_->toolTip());
+    auto* smoothing_label = new QLabel(tr("smoothing"));
+    smoothing_ = new QSlider(Qt::Horizontal);
+    smoothing_->setObjectName(QStringLiteral("smoothingSlider"));
+    smoothing_->setRange(0, 99);
+    smoothing_->setValue(60);
+    smoothing_->setFixedWidth(160);
+    smoothing_->setToolTip(tr("Weight of the exponential moving average drawn over the raw loss and update time "
+                              "(debiased, as in TensorBoard). 0 shows the raw values."));
+    smoothing_label->setToolTip(smoothing_->toolTip());
+    smoothing_value_ = new QLabel(QStringLiteral("0.60"));
+    smoothing_value_->setMinimumWidth(32);
+    log_y_ = new QCheckBox(tr("log-scale loss"));
+    log_y_->setObjectName(QStringLiteral("logYCheck"));
+    log_y_->setToolTip(tr("Logarithmic y-axis for the loss plot, which shows late, small improvements."));
+    auto* hint = new QLabel(tr("drag to pan · wheel to zoom · double-click to reset"));
+    hint->setStyleSheet(QStringLiteral("color: palette(mid);"));
+    controls->addWidget(x_label);
+    controls->addWidget(x_axis_);
+    controls->addSpacing(16);
+    controls->addWidget(smoothing_label);
+    controls->addWidget(smoothing_);
+    controls->addWidget(smoothing_value_);
+    controls->addSpacing(16);
+    controls->addWidget(log_y_);
+    controls->addStretch(1);
+    controls->addWidget(hint);
+    layout->addLayout(controls);
+
+    loss_ = new LossPlot(store_);
+    memory_ = new MemoryPlot(store_);
+    speed_ = new SpeedPlot(store_);
+    loss_scale_ = new LossScalePlot(store_);
+    loss_scale_->hide();
+    splitter_ = new QSplitter(Qt::Vertical);
+    splitter_->setChildrenCollapsible(false);
+    splitter_->addWidget(loss_);
+    splitter_->addWidget(memory_);
+    splitter_->addWidget(speed_);
+    splitter_->addWidget(loss_scale_);
+    splitter_->setStretchFactor(0, 5);
+    splitter_->setStretchFactor(1, 3);
+    splitter_->setStretchFactor(2, 3);
+    splitter_->setStretchFactor(3, 2);
+    splitter_->setSizes({460, 250, 210, 130});
+    layout->addWidget(splitter_, 1);
+
+    connect(x_axis_, &QComboBox::currentIndexChanged, this,
+            [this] { setXAxisKind(static_cast<XAxisKind>(x_axis_->currentData().toInt())); });
+    connect(smoothing_, &QSlider::valueChanged, this, [this](int value) {
+        smoothing_value_->setText(QString::number(value / 100.0, 'f', 2));
+        setSmoothing(value / 100.0);
+    });
+    connect(log_y_, &QCheckBox::toggled, this, [this](bool log) { loss_->setLogScale(log); });
+
+    connect(&store_, &RunStore::metricsAppended, this, &PlotArea::onMetricsAppended);
+    connect(&store_, &RunStore::runRemoved, this, &PlotArea::onRunRemoved);
+    connect(&store_, &RunStore::visibilityChanged, this, [this](int id, bool visible) {
+        for (auto* plot : plots()) plot->setRunVisible(id, visible);
+        refreshAll();
+    });
+    connect(&store_, &RunStore::runChanged, this, [this](int id) {
+        if (const auto* run = store_.find(id)) {
+            for (auto* plot : plots()) plot->renameRun(*run);
+            loss_->refresh();
+        }
+    });
+    connect(&store_, &RunStore::runAdded, this, [this](int id) { setFocusRun(id); });
+}
+
+std::vector<RunPlot*> PlotArea::plots() const { return {loss_, memory_, speed_, loss_scale_}; }
+
+void PlotArea::onMetricsAppended(int id, qsizetype firstStep, qsizetype firstEpoch) {
+    const auto* run = store_.find(id);
+    if (!run) return;
+    for (auto* plot : plots()) {
+        plot->appendRun(*run, firstStep, firstEpoch);
+        plot->setRunVisible(id, run->visible);
+    }
+    loss_scale_->setVisible(loss_scale_->hasFp16Runs());
+    refreshAll();
+}
+
+void PlotArea::onRunRemoved(int id) {
+    for (auto* plot : plots()) plot->removeRun(id);
+    loss_scale_->setVisible(loss_scale_->hasFp16Runs());
+    refreshAll();
+}
+
+void PlotArea::refreshAll() {
+    for (auto* plot : plots())
+        if (plot->isVisible() || plot != loss_scale_) plot->refresh();
+}
+
+void PlotArea::setXAxisKind(XAxisKind kind) {
+    const int index = x_axis_->findData(static_cast<int>(kind));
+    if (index != x_axis_->currentIndex()) {
+        x_axis_->setCurrentIndex(index);  // re-enters through the combo's signal
+        return;
+    }
+    for (auto* plot : plots()) plot->setXAxisKind(kind);
+}
+
+void PlotArea::setSmoothing(double weight) {
+    const int position = static_cast<int>(std::lround(weight * 100));
+    if (position != smoothing_->value()) {
+        smoothing_->setValue(position);
+        return;
+    }
+    loss_->setSmoothing(weight);
+    speed_->setSmoothing(weight);
+}
+
+void PlotArea::setFocusRun(int id) { memory_->setFocusRun(id); }
+
+}  // namespace trainbench::ui

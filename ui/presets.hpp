@@ -1,0 +1,21 @@
+#pragma once
+#include <QString>
+#include <vector>
+
+#include "trainbench/run_config.hpp"
+
+namespace trainbench::ui {
+
+// A named starting point from resources/presets/*.json:
+// {"name": ..., "description": ..., "config": {<config JSON keys, as trainbench-cli --config>}}.
+struct Preset {
+    QString name;
+    QString description;
+    RunConfig config;
+};
+
+// Reads every preset compiled into the app's resources, sorted by file name. Throws Error naming
+// the file when one does not parse (a broken preset is a build defect, and tests catch it).
+std::vector<Preset> load_presets(const QString& folder = QStringLiteral(":/presets"));
+
+}  // namespace trainbench::ui

@@ -1,0 +1,222 @@
+#include "run_plot.hpp"
+
+#include <QToolTip>
+#include <algorithm>
+#include <cmath>
+
+namespace trainbench::ui {
+
+void AxisBounds::add(double value) {
+    if (!std::isfinite(value)) return;
+    low = std::min(low, value);
+    high = std::max(high, value);
+    if (value > 0) lowest_positive = std::min(lowest_positive, value);
+}
+
+void AxisBounds::merge(const AxisBounds& other) {
+    low = std::min(low, other.low);
+    high = std::max(high, other.high);
+    lowest_positive = std::min(lowest_positive, other.lowest_positive);
+}
+
+QPen run_pen(const QColor& color, double width, Qt::PenStyle style) {
+    QPen pen(color, width, style);
+    pen.setCosmetic(true);
+    return pen;
+}
+
+RunPlot::RunPlot(const RunStore& store, QWidget* parent) : QCustomPlot(parent), store_(store) {
+    setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    setMouseTracking(true);
+    setNoAntialiasingOnDrag(true);
+    setPlottingHint(QCP::phFastPolylines, true);
+    replot_timer_.setSingleShot(true);
+    connect(&replot_timer_, &QTimer::timeout, this, &RunPlot::replotNow);
+    setMinimumHeight(150);
+    QFont tick_font = font();
+    tick_font.setPointSizeF(std::max(8.0, tick_font.pointSizeF() - 1));
+    for (auto* axis : {xAxis, yAxis, yAxis2}) {
+        axis->setTickLabelFont(tick_font);
+        axis->setLabelFont(font());
+        axis->grid()->setPen(QPen(QColor(0, 0, 0, 28), 1, Qt::SolidLine));
+        axis->grid()->setSubGridVisible(false);
+        axis->setBasePen(QPen(QColor(90, 90, 90)));
+        axis->setTickPen(QPen(QColor(90, 90, 90)));
+        axis->setSubTickPen(QPen(QColor(150, 150, 150)));
+    }
+    xAxis->setLabel(x_axis_label(x_kind_));
+    axisRect()->setupFullAxesBox(false);
+    xAxis2->setVisible(true);
+    xAxis2->setTicks(false);
+    xAxis2->setTickLabels(false);
+    yAxis2->setVisible(true);
+    yAxis2->setTicks(false);
+    yAxis2->setTickLabels(false);
+    legend->setFont(tick_font);
+    legend->setBrush(QColor(255, 255, 255, 215));
+    legend->setBorderPen(QPen(QColor(0, 0, 0, 40)));
+    legend->setIconSize(16, 8);
+
+    cursor_ = new QCPItemStraightLine(this);
+    cursor_->setPen(QPen(QColor(0, 0, 0, 90), 1, Qt::DashLine));
+    cursor_->setVisible(false);
+    cursor_->setSelectable(false);
+
+    connect(this, &QCustomPlot::mouseMove, this, &RunPlot::onMouseMove);
+    connect(this, &QCustomPlot::mouseWheel, this, [this] { following_ = false; });
+    connect(this, &QCustomPlot::mouseDoubleClick, this, [this] { resetView(); });
+}
+
+void RunPlot::setXAxisKind(XAxisKind kind) {
+    if (kind == x_kind_) return;
+    x_kind_ = kind;
+    xAxis->setLabel(x_axis_label(kind));
+    rebuild();
+}
+
+void RunPlot::rebuild() {
+    clearRuns();
+    bounds_.clear();
+    for (const auto& run : store_.runs()) {
+        appendRun(*run, 0, 0);
+        setRunVisible(run->id, run->visible);
+    }
+    following_ = true;
+    refresh();
+}
+
+void RunPlot::resetView() {
+    following_ = true;
+    refresh();
+}
+
+bool RunPlot::boundsVisible(int id) const {
+    const auto* run = store_.find(id);
+    return run && run->visible;
+}
+
+void RunPlot::applyRange(QCPAxis* axis, const AxisBounds& bounds, bool log, bool fromZero) const {
+    if (!bounds.valid()) return;
+    if (log) {
+        if (!std::isfinite(bounds.lowest_positive)) return;
+        axis->setRange(bounds.lowest_positive / 1.25, std::max(bounds.high, bounds.lowest_positive) * 1.25);
+        return;
+    }
+    double low = fromZero ? std::min(0.0, bounds.low) : bounds.low;
+    double high = bounds.high;
+    const double span = high - low;
+    const double margin = span > 0 ? span * 0.06 : std::max(std::abs(high) * 0.1, 0.5);
+    axis->setRange(fromZero && low >= 0 ? low : low - margin, high + margin);
+}
+
+void RunPlot::applyAutoscale() {
+    if (!following_) return;
+    RunBounds all;
+    for (const auto& [id, bounds] : bounds_) {
+        if (!boundsVisible(id)) continue;
+        all.x.merge(bounds.x);
+        all.y.merge(bounds.y);
+        all.y2.merge(bounds.y2);
+    }
+    if (all.x.valid()) {
+        const double span = all.x.high - all.x.low;
+        xAxis->setRange(all.x.low, span > 0 ? all.x.high : all.x.low + 1.0);
+    }
+    applyRange(yAxis, all.y, log_y_, false);
+    if (yAxis2->tickLabels()) applyRange(yAxis2, all.y2, false, true);
+}
+
+void RunPlot::refresh() {
+    if (replot_timer_.isActive()) return;
+    const double cost_ms = replotTime(false);
+    const qint64 spacing_ms = static_cast<qint64>(cost_ms * kReplotCostFactor);
+    const qint64 since_ms = since_replot_.isValid() ? since_replot_.elapsed() : spacing_ms;
+    replot_timer_.start(static_cast<int>(std::max<qint64>(0, spacing_ms - since_ms)));
+}
+
+void RunPlot::replotNow() {
+    applyAutoscale();
+    replot();
+    since_replot_.start();
+}
+
+void RunPlot::leaveEvent(QEvent* event) {
+    cursor_->setVisible(false);
+    refresh();
+    QCustomPlot::leaveEvent(event);
+}
+
+void RunPlot::setLogY(bool log) {
+    log_y_ = log;
+    if (log) {
+        yAxis->setScaleType(QCPAxis::stLogarithmic);
+        yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+    } else {
+        yAxis->setScaleType(QCPAxis::stLinear);
+        yAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+    }
+    refresh();
+}
+
+int RunPlot::dataPointCount() const {
+    int total = 0;
+    for (int i = 0; i < graphCount(); ++i) total += graph(i)->dataCount();
+    return total;
+}
+
+QString RunPlot::valueText(double value) const {
+    if (!std::isfinite(value)) return QStringLiteral("–");
+    return QString::number(value, 'g', 4);
+}
+
+QString RunPlot::readoutAt(double x) const {
+    QStringList lines;
+    for (const auto& run : store_.runs()) {
+        if (!run->visible || run->steps.empty()) continue;
+        const auto& steps = run->steps;
+        auto it = std::lower_bound(steps.begin(), steps.end(), x,
+                                   [this](const StepMetrics& step, double value) { return stepX(step) < value; });
+        std::size_t index = static_cast<std::size_t>(std::distance(steps.begin(), it));
+        if (index == steps.size()) {
+            // Past a run's last point: only read it out when the cursor is still close to it.
+            const double tolerance = xAxis->range().size() * 0.02;
+            if (x - stepX(steps.back()) > tolerance) continue;
+            index = steps.size() - 1;
+        } else if (index > 0 && (x - stepX(steps[index - 1])) < (stepX(steps[index]) - x)) {
+            --index;
+        }
+        const QString text = describeStep(*run, index);
+        if (text.isEmpty()) continue;
+        lines << QStringLiteral("<span style='color:%1'>&#9632;</span> <b>%2</b> · update %3 · %4")
+                     .arg(run->color.name(), run->name.toHtmlEscaped())
+                     .arg(steps[index].update)
+                     .arg(text);
+    }
+    return lines.join(QStringLiteral("<br>"));
+}
+
+void RunPlot::onMouseMove(QMouseEvent* event) {
+    if (event->buttons() != Qt::NoButton) {
+        following_ = false;  // the user is panning; stop autoscaling under their hand
+        QToolTip::hideText();
+        return;
+    }
+    if (!axisRect()->rect().contains(event->pos())) {
+        cursor_->setVisible(false);
+        QToolTip::hideText();
+        refresh();
+        return;
+    }
+    const double x = xAxis->pixelToCoord(event->pos().x());
+    cursor_->point1->setCoords(x, 0);
+    cursor_->point2->setCoords(x, 1);
+    cursor_->setVisible(true);
+    const QString text = readoutAt(x);
+    if (text.isEmpty())
+        QToolTip::hideText();
+    else
+        QToolTip::showText(event->globalPosition().toPoint() + QPoint(14, 10), text, this);
+    refresh();
+}
+
+}  // namespace trainbench::ui

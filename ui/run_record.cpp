@@ -1,0 +1,69 @@
+#include "run_record.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace trainbench::ui {
+
+QString to_display_string(RunState state) {
+    switch (state) {
+        case RunState::running: return QStringLiteral("running");
+        case RunState::completed: return QStringLiteral("done");
+        case RunState::stopped: return QStringLiteral("stopped");
+        case RunState::failed: return QStringLiteral("failed");
+    }
+    return {};
+}
+
+double RunRecord::final_loss() const {
+    return steps.empty() ? std::numeric_limits<double>::quiet_NaN() : steps.back().loss;
+}
+
+double RunRecord::final_val_accuracy() const {
+    return epochs.empty() ? std::numeric_limits<double>::quiet_NaN() : epochs.back().val_accuracy;
+}
+
+double RunRecord::final_val_loss() const {
+    return epochs.empty() ? std::numeric_limits<double>::quiet_NaN() : epochs.back().val_loss;
+}
+
+int64_t RunRecord::peak_memory_bytes() const {
+    return steps.empty() ? 0 : steps.back().memory.reserved_peak;
+}
+
+double RunRecord::elapsed_seconds() const {
+    if (state != RunState::running && seconds > 0.0) return seconds;
+    return steps.empty() ? 0.0 : steps.back().wall_seconds;
+}
+
+QString hidden_layers_text(const std::vector<int64_t>& hidden) {
+    QStringList parts;
+    for (auto width : hidden) parts << QString::number(width);
+    return parts.join(',');
+}
+
+QString key_settings_text(const RunConfig& config) {
+    const auto micro = (config.batch_size + config.step_size - 1) / std::max<int64_t>(1, config.step_size);
+    return QStringLiteral("batch %1 = %2×%3 · %4 · %5 %6 · %7 %8 · %9")
+        .arg(config.batch_size)
+        .arg(micro)
+        .arg(config.step_size)
+        .arg(QString::fromStdString(to_string(config.precision)))
+        .arg(QString::fromStdString(to_string(config.optimizer.kind)))
+        .arg(QString::number(config.optimizer.resolved_lr(), 'g', 3))
+        .arg(hidden_layers_text(config.hidden))
+        .arg(QString::fromStdString(to_string(config.activation)))
+        .arg(QString::fromStdString(config.dataset));
+}
+
+QString format_duration(double seconds) {
+    if (!std::isfinite(seconds) || seconds < 0) return QStringLiteral("–");
+    if (seconds < 10) return QString::number(seconds, 'f', 2) + QStringLiteral(" s");
+    if (seconds < 60) return QString::number(seconds, 'f', 1) + QStringLiteral(" s");
+    const auto total = static_cast<long long>(std::llround(seconds));
+    if (total < 3600) return QStringLiteral("%1m %2s").arg(total / 60).arg(total % 60, 2, 10, QChar('0'));
+    return QStringLiteral("%1h %2m").arg(total / 3600).arg((total % 3600) / 60, 2, 10, QChar('0'));
+}
+
+}  // namespace trainbench::ui
