@@ -7,11 +7,11 @@
 
 namespace trainbench {
 
-// Products are split across the WorkerTeam by columns (samples) or, for the weight
-// gradient, by rows, each slice a single-threaded Eigen product. Eigen's own threaded
-// product allocates its packing buffers on the heap on every call; single-threaded ones pack
-// on the stack (EIGEN_STACK_ALLOCATION_LIMIT in core/CMakeLists.txt), so an update allocates
-// nothing, and each output element is summed by one thread in one order.
+// Products are split across the WorkerTeam by rows of their result, each slice a
+// single-threaded Eigen product. Eigen's own threaded product allocates its packing buffers
+// on the heap on every call; single-threaded ones pack on the stack
+// (EIGEN_STACK_ALLOCATION_LIMIT in core/CMakeLists.txt), so an update allocates nothing, and
+// each output element is summed by one thread in one order.
 namespace {
 using ColMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -22,12 +22,13 @@ void linear_forward(const float* weight, const float* bias, const float* input, 
                     int64_t in, int64_t out, int64_t batch) {
     Eigen::Map<const RowMajor> W(weight, out, in);
     Eigen::Map<const Vector> b(bias, out);
-    parallel_range(batch, in * out, [&](int64_t first, int64_t end) {
+    Eigen::Map<const ColMajor> X(input, in, batch);
+    Eigen::Map<ColMajor> Z(output, out, batch);
+    // Split by output rows: each thread packs only its slice of W, the large operand.
+    parallel_range(out, in * batch, [&](int64_t first, int64_t end) {
         const int64_t count = end - first;
-        Eigen::Map<const ColMajor> X(input + first * in, in, count);
-        Eigen::Map<ColMajor> Z(output + first * out, out, count);
-        Z.noalias() = W * X;
-        Z.colwise() += b;
+        Z.middleRows(first, count).noalias() = W.middleRows(first, count) * X;
+        Z.middleRows(first, count).colwise() += b.segment(first, count);
     });
 }
 
