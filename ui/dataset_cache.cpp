@@ -13,15 +13,6 @@ bool is_synthetic(const std::string& spec) {
 
 }  // namespace
 
-DataOptions data_options_for(const RunConfig& config) {
-    DataOptions options;
-    options.seed = config.seed;
-    options.val_fraction = config.val_fraction;
-    options.shuffle = config.shuffle;
-    options.synthetic_samples = config.synthetic_samples;
-    return options;
-}
-
 DatasetCache::DatasetCache(QObject* parent) : QObject(parent) {
     connect(&watcher_, &QFutureWatcher<LoadResult>::finished, this, [this] {
         store(watcher_.result());

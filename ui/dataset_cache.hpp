@@ -8,12 +8,9 @@
 
 #include "trainbench/dataset.hpp"
 #include "trainbench/run_config.hpp"
+#include "trainbench/trainer.hpp"
 
 namespace trainbench::ui {
-
-// The data options the engine derives from a config, so a set loaded here is the very set a
-// run would load itself.
-DataOptions data_options_for(const RunConfig& config);
 
 // Loads data sets once and shares them between the panel (which needs the exact number of
 // training samples to show updates per epoch) and the runs (which then skip reloading).

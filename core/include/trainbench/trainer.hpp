@@ -34,6 +34,9 @@ struct RunResult {
     ModelWeights weights;         // final weights
 };
 
+// The data-loading options a configuration implies (seed, held-out share, shuffle, rows).
+DataOptions data_options_for(const RunConfig& config);
+
 // Checks the configuration, loads the data (unless given), resolves the plan and applies
 // --auto-fit. Throws Error with one clear line when the run cannot start.
 RunPlan plan_run(const RunConfig& config, const Dataset& data);

@@ -240,14 +240,7 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
     const int64_t steps = options.max_steps > 0 ? options.max_steps : default_comparison_steps();
     const RunConfig base = comparison_base(base_config, steps);
     validate(base);
-    if (!data) {
-        DataOptions data_options;
-        data_options.seed = base.seed;
-        data_options.val_fraction = base.val_fraction;
-        data_options.shuffle = base.shuffle;
-        data_options.synthetic_samples = base.synthetic_samples;
-        data = std::make_shared<const Dataset>(load_dataset(base.dataset, data_options));
-    }
+    if (!data) data = std::make_shared<const Dataset>(load_dataset(base.dataset, data_options_for(base)));
     auto stopped = [stop] { return stop && stop->load(); };
 
     std::vector<Technique> techniques = options.techniques;

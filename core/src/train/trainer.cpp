@@ -28,12 +28,7 @@ std::string to_string(StopReason reason) {
     return "unknown";
 }
 
-namespace {
-
-// fp16 updates that overflow are skipped; this many in a row means the run cannot recover.
-constexpr int64_t kMaxConsecutiveSkips = 40;
-
-DataOptions data_options(const RunConfig& config) {
+DataOptions data_options_for(const RunConfig& config) {
     DataOptions options;
     options.seed = config.seed;
     options.val_fraction = config.val_fraction;
@@ -41,6 +36,11 @@ DataOptions data_options(const RunConfig& config) {
     options.synthetic_samples = config.synthetic_samples;
     return options;
 }
+
+namespace {
+
+// fp16 updates that overflow are skipped; this many in a row means the run cannot recover.
+constexpr int64_t kMaxConsecutiveSkips = 40;
 
 class TrainingLoop {
 public:
@@ -65,7 +65,7 @@ public:
 private:
     void prepare() {
         validate(requested_);
-        if (!data_) data_ = std::make_shared<const Dataset>(load_dataset(requested_.dataset, data_options(requested_)));
+        if (!data_) data_ = std::make_shared<const Dataset>(load_dataset(requested_.dataset, data_options_for(requested_)));
         result_.plan = plan_run(requested_, *data_);
         config_ = requested_;
         config_.step_size = result_.plan.step_size;  // --auto-fit may have raised it
