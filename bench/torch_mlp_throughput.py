@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""PyTorch's samples/s on issue 2's benchmark model, the peer of bench/mlp_throughput.cpp.
+
+Same model (784-1024-1024-10 ReLU MLP, torch.nn.Linear init), same data (Fashion-MNIST from
+Debian's dataset-fashion-mnist, kept as bytes and scaled to [0,1] per batch as TrainBench's
+loader does), same global batch, same optimizer (Adam, PyTorch defaults, lr 1e-3), same
+threads, fp32. The timed update is everything TrainBench's StepMetrics::update_ms covers:
+gathering the micro-batches, zero_grad, forward, loss, backward and optimizer.step. The
+step_size 4 variant accumulates 4 micro-batches of 64 with loss / 4 each.
+
+Run with Debian's interpreter: /usr/bin/python3 bench/torch_mlp_throughput.py --threads 2
+"""
+import argparse
+import gzip
+import json
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+DATA_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="OpenBLAS's own thread pool (default: --threads)")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--warmup", type=int, default=10, help="updates left out of the median")
+    parser.add_argument("--steps", type=int, default=40, help="timed updates per round")
+    parser.add_argument("--rounds", type=int, default=3, help="variants alternate round by round")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--products", action="store_true",
+                        help="also time the update's pieces alone (products, Adam), as bench/mlp_update_breakdown does")
+    return parser.parse_args()
+
+
+ARGS = parse_args()
+# Thread counts must be fixed before torch (and the OpenBLAS it loads) start their pools.
+os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
+os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.blas_threads or ARGS.threads)
+import torch  # noqa: E402
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    magic, = struct.unpack(">I", raw[:4])
+    dims = magic & 0xFF
+    shape = struct.unpack(">" + "I" * dims, raw[4:4 + 4 * dims])
+    data = torch.frombuffer(bytearray(raw[4 + 4 * dims:]), dtype=torch.uint8)
+    return data.reshape(shape[0], -1) if dims > 1 else data
+
+
+def blas_in_use():
+    """The BLAS library actually mapped into this process, and torch's build-time claim."""
+    libraries = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "blas" in path.lower() or "mkl" in path.lower():
+                libraries.add(path)
+    build = torch.__config__.show()
+    blas_info = next((part.split("=")[1] for part in build.replace(",", " ").split() if part.startswith("BLAS_INFO=")), "?")
+    alternative = ""
+    try:
+        out = subprocess.run(["update-alternatives", "--query", "libblas.so.3-x86_64-linux-gnu"],
+                             capture_output=True, text=True, check=False).stdout
+        alternative = next((line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("Value:")), "")
+    except OSError:
+        pass
+    return {"torch_blas_info": blas_info, "mapped": sorted(libraries), "libblas_alternative": alternative}
+
+
+def make_model():
+    return torch.nn.Sequential(
+        torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10))
+
+
+def run_variant(step_size, pixels, labels, update_times, gather_times):
+    torch.manual_seed(0)
+    model = make_model()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    generator = torch.Generator().manual_seed(0)
+    order = torch.randperm(pixels.shape[0], generator=generator)
+    batch = ARGS.batch
+    micro = batch // step_size
+    updates = ARGS.warmup + ARGS.steps
+    scale = 1.0 / 255.0
+    loss_value = 0.0
+    for update in range(updates):
+        start = (update * batch) % (pixels.shape[0] - batch)
+        t0 = time.perf_counter()
+        gather_seconds = 0.0
+        optimizer.zero_grad()
+        for k in range(step_size):
+            g0 = time.perf_counter()
+            index = order[start + k * micro:start + (k + 1) * micro]
+            x = pixels.index_select(0, index).float().mul_(scale)
+            y = labels.index_select(0, index)
+            gather_seconds += time.perf_counter() - g0
+            loss = loss_fn(model(x), y) / step_size
+            loss.backward()
+            loss_value += loss.item() if update == updates - 1 else 0.0
+        optimizer.step()
+        elapsed = time.perf_counter() - t0
+        if update >= ARGS.warmup:
+            update_times.append(elapsed * 1000.0)
+            gather_times.append(gather_seconds * 1000.0)
+    return loss_value
+
+
+def time_pieces(batch, repeats=20):
+    """Median ms of the update's products at `batch` samples and of Adam's step, one at a time."""
+    torch.manual_seed(0)
+    model = make_model()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p) * 1e-3
+    x1, x2 = torch.rand(batch, 784), torch.rand(batch, 1024)
+    dz = torch.rand(batch, 1024)
+    w1, b1 = model[0].weight.detach(), model[0].bias.detach()
+    w2, b2 = model[2].weight.detach(), model[2].bias.detach()
+    pieces = {
+        "L1 forward 784->1024 (addmm)": (lambda: torch.addmm(b1, x1, w1.t()), 2 * 784 * 1024 * batch),
+        "L2 forward 1024->1024 (addmm)": (lambda: torch.addmm(b2, x2, w2.t()), 2 * 1024 * 1024 * batch),
+        "L2 backward dW (mm)": (lambda: dz.t().mm(x2), 2 * 1024 * 1024 * batch),
+        "L2 backward dX (mm)": (lambda: dz.mm(w2), 2 * 1024 * 1024 * batch),
+        "L1 backward dW (mm)": (lambda: dz.t().mm(x1), 2 * 784 * 1024 * batch),
+        "adam step": (optimizer.step, 0),
+    }
+    rows = []
+    for name, (fn, flops) in pieces.items():
+        times = []
+        for r in range(repeats + 3):
+            t0 = time.perf_counter()
+            fn()
+            if r >= 3:
+                times.append((time.perf_counter() - t0) * 1000.0)
+        ms = statistics.median(times)
+        rows.append((name, ms, flops / (ms * 1e6) if flops else None))
+    return rows
+
+
+def main():
+    torch.set_num_threads(ARGS.threads)
+    torch.set_num_interop_threads(1)
+    pixels = read_idx(os.path.join(DATA_DIR, "train-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(DATA_DIR, "train-labels-idx1-ubyte.gz")).long()
+    if ARGS.batch % 4:
+        sys.exit("--batch must be divisible by 4 (the step_size 4 variant uses equal micro-batches)")
+
+    variants = {1: ([], [], 0.0), 4: ([], [], 0.0)}
+    for _ in range(ARGS.rounds):
+        for step_size in (1, 4):
+            times, gathers, _ = variants[step_size]
+            loss = run_variant(step_size, pixels, labels, times, gathers)
+            variants[step_size] = (times, gathers, loss)
+
+    if ARGS.products:
+        for batch in (ARGS.batch, ARGS.batch // 4):
+            print(f"PyTorch pieces at micro-batch {batch} (ms per call):", file=sys.stderr if ARGS.json else sys.stdout)
+            for name, ms, gflops in time_pieces(batch):
+                line = f"  {name:<34} {ms:8.3f} ms" + (f"  {gflops:6.1f} GFLOP/s" if gflops else "")
+                print(line, file=sys.stderr if ARGS.json else sys.stdout)
+
+    blas = blas_in_use()
+    baseline_ms = statistics.median(variants[1][0])
+    rows = []
+    for step_size, (times, gathers, loss) in variants.items():
+        median = statistics.median(times)
+        q = statistics.quantiles(times, n=10)
+        rows.append({
+            "bench": "torch_mlp", "variant": f"fp32-step{step_size}",
+            "config": f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}" if os.environ.get("OMP_WAIT_POLICY") else "as installed", "threads": ARGS.threads,
+            "torch_threads": torch.get_num_threads(), "blas_threads": ARGS.blas_threads or ARGS.threads,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "batch": ARGS.batch, "step_size": step_size,
+            "precision": "fp32", "updates": len(times), "median_ms": round(median, 4),
+            "p10_ms": round(q[0], 4), "p90_ms": round(q[-1], 4),
+            "samples_per_second": round(ARGS.batch / (median / 1000.0), 2),
+            "median_gather_ms": round(statistics.median(gathers), 4),
+            "vs_fp32_step1_pct": round(100.0 * (median / baseline_ms - 1.0), 2),
+            "last_loss": round(loss, 6), "torch": torch.__version__,
+            "blas": next((m for m in blas["mapped"] if "openblas" in os.path.basename(m)),
+                         blas["mapped"][0] if blas["mapped"] else blas["torch_blas_info"]),
+        })
+    if ARGS.json:
+        print(json.dumps({"bench": "torch_blas", **blas, "torch": torch.__version__,
+                          "parallel_info": torch.__config__.parallel_info().splitlines()[:4]}))
+        for row in rows:
+            print(json.dumps(row))
+        return
+    print(f"PyTorch {torch.__version__}: fashion-mnist, MLP 784-1024-1024-10 relu, adam, batch {ARGS.batch}, "
+          f"{torch.get_num_threads()} threads; {ARGS.rounds} rounds x {ARGS.steps} timed updates after {ARGS.warmup} warm-up")
+    print(f"BLAS: build says {blas['torch_blas_info']}; mapped {', '.join(blas['mapped']) or 'none'}; "
+          f"libblas.so.3 alternative -> {blas['libblas_alternative']}")
+    print(f"{'variant':<12} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8} {'samples/s':>10} {'gather ms':>10}")
+    for row in rows:
+        print(f"{row['variant']:<12} {row['median_ms']:>10.2f} {row['p10_ms']:>8.2f} {row['p90_ms']:>8.2f} "
+              f"{row['samples_per_second']:>10.0f} {row['median_gather_ms']:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()
