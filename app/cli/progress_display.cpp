@@ -42,7 +42,6 @@ void ProgressDisplay::start(const RunPlan& plan) {
                  " updates\n",
                  model.c_str(), plan.parameter_count, plan.train_samples, plan.global_batch,
                  plan.micro_batch, plan.step_size, plan.updates_per_epoch, plan.total_updates);
-    if (!plan.auto_fit_note.empty()) std::fprintf(out_, "auto-fit: %s\n", plan.auto_fit_note.c_str());
     std::fflush(out_);
 }
 
