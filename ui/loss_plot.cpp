@@ -1,6 +1,7 @@
 #include "loss_plot.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace trainbench::ui {
 
@@ -9,6 +10,23 @@ LossPlot::LossPlot(const RunStore& store, QWidget* parent) : RunPlot(store, pare
     yAxis->setLabel(tr("loss"));
     legend->setVisible(false);  // shown once a run has a curve in it
     axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    connect(this, &QCustomPlot::beforeReplot, this, &LossPlot::thinValidationMarkers);
+}
+
+// A long run validates thousands of times: markers closer than their own size merge into a
+// band anyway, and drawing every one of ten runs' markers dominated the replot. Keep them
+// about a marker apart at the current zoom; hovering still reads out every validation.
+void LossPlot::thinValidationMarkers() {
+    constexpr double kMarkerSpacingPx = 10.0;
+    const double width_px = std::max(1, axisRect()->width());
+    const QCPRange range = xAxis->range();
+    for (auto& [id, graphs] : graphs_) {
+        const auto data = graphs.validation->data();
+        const auto shown = std::distance(data->findBegin(range.lower), data->findEnd(range.upper));
+        const double per_marker_px = width_px / std::max<double>(1.0, static_cast<double>(shown));
+        graphs.validation->setScatterSkip(
+            per_marker_px >= kMarkerSpacingPx ? 0 : static_cast<int>(std::ceil(kMarkerSpacingPx / per_marker_px)) - 1);
+    }
 }
 
 LossPlot::Graphs& LossPlot::graphsFor(const RunRecord& run) {

@@ -32,6 +32,7 @@ private:
         DebiasedEma ema;
     };
     Graphs& graphsFor(const RunRecord& run);
+    void thinValidationMarkers();
     double epochX(const RunRecord& run, const EpochMetrics& epoch) const;
 
     std::map<int, Graphs> graphs_;

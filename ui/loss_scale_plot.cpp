@@ -24,6 +24,8 @@ void LossScalePlot::appendRun(const RunRecord& run, qsizetype firstStep, qsizety
         graphs.skipped = addGraph();
         graphs.skipped->setLineStyle(QCPGraph::lsNone);
         graphs.skipped->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, QColor(0xb3261e), 7));
+        graphs.scale->setAdaptiveSampling(true);
+        graphs.skipped->setAdaptiveSampling(true);
         it = graphs_.emplace(run.id, graphs).first;
     }
     RunBounds& bounds = boundsFor(run.id);

@@ -1,6 +1,7 @@
 #include "memory_plot.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace trainbench::ui {
 namespace {
@@ -33,17 +34,28 @@ QString mib_text(double bytes) { return QString::number(bytes / kMiB, 'f', bytes
 MemoryPlot::MemoryPlot(const RunStore& store, QWidget* parent) : RunPlot(store, parent) {
     setObjectName(QStringLiteral("memoryPlot"));
     yAxis->setLabel(tr("MiB"));
-    // The stack fills the plot up to its top, so the legend sits in its own column on the right.
+    // The stack fills the plot up to its top, so the legend gets its own row above the plot
+    // (beside it, it would make this plot's x-axis shorter than the others').
     legend->setVisible(true);
     axisRect()->insetLayout()->take(legend);
-    auto* side = new QCPLayoutGrid;
-    plotLayout()->addElement(0, 1, side);
-    plotLayout()->setColumnStretchFactor(1, 0.001);
-    side->setMargins(QMargins(0, 10, 6, 0));
-    side->addElement(0, 0, legend);
-    side->addElement(1, 0, new QCPLayoutElement(this));  // takes the height the legend does not need
-    side->setRowStretchFactor(0, 0.001);
-    legend->setMargins(QMargins(6, 4, 6, 4));
+    plotLayout()->insertRow(0);
+    auto* header = new QCPLayoutGrid;
+    plotLayout()->addElement(0, 0, header);
+    plotLayout()->setRowStretchFactor(0, 0.001);
+    plotLayout()->setRowSpacing(0);
+    // Centred: the spacers either side take the width the legend does not need.
+    header->addElement(0, 0, new QCPLayoutElement(this));
+    header->addElement(0, 1, legend);
+    header->addElement(0, 2, new QCPLayoutElement(this));
+    header->setColumnStretchFactor(1, 0.001);
+    header->setMargins(QMargins(0, 4, 0, 0));
+    header->setAutoMargins(QCP::msNone);
+    legend->setFillOrder(QCPLegend::foRowsFirst);
+    legend->setBorderPen(Qt::NoPen);
+    legend->setBrush(Qt::NoBrush);
+    legend->setMargins(QMargins(0, 0, 0, 0));
+    legend->setColumnSpacing(14);
+    legend->setRowSpacing(0);
     QCPGraph* below = nullptr;
     for (std::size_t i = 0; i < kStackOrder.size(); ++i) {
         auto* graph = addGraph();
@@ -62,16 +74,10 @@ MemoryPlot::MemoryPlot(const RunStore& store, QWidget* parent) : RunPlot(store, 
     live_peak_->setPen(run_pen(QColor(30, 30, 30), 1.4));
     live_peak_->setName(tr("held at once"));
     live_peak_->setAdaptiveSampling(true);
-    peak_line_ = new QCPItemStraightLine(this);
-    peak_line_->setPen(QPen(QColor(30, 30, 30), 1.0, Qt::DashLine));
-    peak_line_->setVisible(false);
-    peak_label_ = new QCPItemText(this);
-    peak_label_->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
-    peak_label_->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
-    peak_label_->position->setTypeY(QCPItemPosition::ptPlotCoords);
-    peak_label_->setColor(QColor(30, 30, 30));
-    peak_label_->setPadding(QMargins(2, 0, 4, 2));
-    peak_label_->setVisible(false);
+    peak_ = addGraph();
+    peak_->setPen(run_pen(QColor(30, 30, 30), 1.2, Qt::DashLine));
+    updateLegendEntries();
+    connect(this, &QCustomPlot::beforeReplot, this, &MemoryPlot::fitLegendToWidth);
 }
 
 QCPGraph* MemoryPlot::totalGraphFor(const RunRecord& run) {
@@ -109,6 +115,60 @@ void MemoryPlot::appendStack(const RunRecord& run, std::size_t firstStep) {
         held[i] = static_cast<double>(run.steps[firstStep + static_cast<std::size_t>(i)].memory.update_live_peak) / kMiB;
     for (std::size_t c = 0; c < kStackOrder.size(); ++c) stack_[c]->addData(xs, levels[c], true);
     live_peak_->addData(xs, held, true);
+    bool newly_used = false;
+    for (std::size_t c = 0; c < kStackOrder.size(); ++c) {
+        if (category_used_[c]) continue;
+        for (qsizetype i = 0; i < count && !category_used_[c]; ++i)
+            category_used_[c] = run.steps[firstStep + static_cast<std::size_t>(i)].memory.update_peak_bytes(kStackOrder[c]) > 0;
+        newly_used = newly_used || category_used_[c];
+    }
+    if (newly_used) updateLegendEntries();
+}
+
+void MemoryPlot::clearStack() {
+    for (auto* graph : stack_) graph->data()->clear();
+    live_peak_->data()->clear();
+    peak_->data()->clear();
+    category_used_.fill(false);
+    updateLegendEntries();
+}
+
+// The two black lines first (they share the widest column), then the categories the focused
+// run uses (an fp32 run has no master weights), bottom of the stack first; rebuilt rather than
+// toggled so the order never changes.
+void MemoryPlot::updateLegendEntries() {
+    legend->clearItems();
+    if (!peak_->data()->isEmpty()) peak_->addToLegend();
+    if (!live_peak_->data()->isEmpty()) live_peak_->addToLegend();
+    for (std::size_t c = 0; c < kStackOrder.size(); ++c)
+        if (category_used_[c]) stack_[c]->addToLegend();
+    legend->setVisible(legend->itemCount() > 0);
+}
+
+// The legend fills column by column; use as few rows as the plot's width allows.
+void MemoryPlot::fitLegendToWidth() {
+    // A wrapped grid has empty cells, so collect the items' widths in their fill order first.
+    std::vector<int> widths;
+    for (int cell = 0; cell < legend->elementCount(); ++cell)
+        if (auto* item = legend->item(cell)) widths.push_back(item->minimumOuterSizeHint().width());
+    const int count = static_cast<int>(widths.size());
+    if (count == 0) return;
+    const int available = axisRect()->width() > 0 ? axisRect()->width() : width() - 120;
+    for (int rows = 1; rows <= count; ++rows) {
+        int needed = 0;
+        for (int first = 0; first < count; first += rows) {
+            const auto begin = widths.begin() + first;
+            const int widest = *std::max_element(begin, begin + std::min(rows, count - first));
+            needed += widest + (first > 0 ? legend->columnSpacing() : 0);
+        }
+        if (needed <= available || rows == count) {
+            if (legend->wrap() != rows) {
+                legend->setWrap(rows);
+                legend->setFillOrder(legend->fillOrder(), true);  // re-flow the existing items
+            }
+            return;
+        }
+    }
 }
 
 void MemoryPlot::appendRun(const RunRecord& run, qsizetype firstStep, qsizetype) {
@@ -139,14 +199,14 @@ void MemoryPlot::updatePeakMarker(const RunRecord& run) {
     // The engine's own high-water mark: the most bytes it held at one moment (live + cache).
     const int64_t peak = run.steps.back().memory.reserved_peak;
     if (peak <= 0) return;
-    peak_mib_ = static_cast<double>(peak) / kMiB;
-    peak_line_->point1->setCoords(0, peak_mib_);
-    peak_line_->point2->setCoords(1, peak_mib_);
-    peak_line_->setVisible(true);
-    peak_label_->setText(tr("%1 peak: %2 held at once (live + cache)").arg(run.name, mib_text(static_cast<double>(peak))));
-    peak_label_->position->setCoords(0.995, peak_mib_);
-    peak_label_->setVisible(true);
-    boundsFor(run.id).y.add(peak_mib_ * 1.15);  // room above the line for its label
+    const bool was_listed = !peak_->data()->isEmpty();
+    const double peak_mib = static_cast<double>(peak) / kMiB;
+    peak_->data()->clear();
+    peak_->addData(stepX(run.steps.front()), peak_mib);
+    peak_->addData(stepX(run.steps.back()), peak_mib);
+    peak_->setName(tr("%1 peak %2 (live + cache)").arg(run.name, mib_text(static_cast<double>(peak))));
+    if (!was_listed) updateLegendEntries();
+    boundsFor(run.id).y.add(peak_mib);
 }
 
 void MemoryPlot::updateTotalVisibility(int id) {
@@ -161,10 +221,7 @@ void MemoryPlot::setFocusRun(int id) {
     if (id == focus_id_ || !store_.find(id)) return;
     const int previous = focus_id_;
     focus_id_ = id;
-    for (auto* graph : stack_) graph->data()->clear();
-    live_peak_->data()->clear();
-    peak_line_->setVisible(false);
-    peak_label_->setVisible(false);
+    clearStack();
     const RunRecord& run = *store_.find(id);
     appendStack(run, 0);
     updatePeakMarker(run);
@@ -181,10 +238,7 @@ void MemoryPlot::removeRun(int id) {
     forgetBounds(id);
     if (id == focus_id_) {
         focus_id_ = 0;
-        for (auto* graph : stack_) graph->data()->clear();
-        live_peak_->data()->clear();
-        peak_line_->setVisible(false);
-        peak_label_->setVisible(false);
+        clearStack();
         if (store_.latestRunId() != 0 && store_.latestRunId() != id) setFocusRun(store_.latestRunId());
     }
 }
@@ -194,10 +248,7 @@ void MemoryPlot::setRunVisible(int id, bool) { updateTotalVisibility(id); }
 void MemoryPlot::clearRuns() {
     for (auto& [id, graph] : totals_) removeGraph(graph);
     totals_.clear();
-    for (auto* graph : stack_) graph->data()->clear();
-    live_peak_->data()->clear();
-    peak_line_->setVisible(false);
-    peak_label_->setVisible(false);
+    clearStack();
 }
 
 QString MemoryPlot::describeStep(const RunRecord& run, std::size_t index) const {
@@ -205,18 +256,19 @@ QString MemoryPlot::describeStep(const RunRecord& run, std::size_t index) const 
     QString text = tr("held at once %1 (most live in the update), reserved now %2")
                        .arg(mib_text(static_cast<double>(step.memory.update_live_peak)),
                             mib_text(static_cast<double>(step.memory.reserved)));
+    if (step.rss_bytes > 0) text += tr(" · process RSS %1").arg(mib_text(static_cast<double>(step.rss_bytes)));
+    if (step.device_total_bytes > 0)
+        text += tr(" · device %1 of %2").arg(mib_text(static_cast<double>(step.device_used_bytes)),
+                                             mib_text(static_cast<double>(step.device_total_bytes)));
     if (run.id == focus_id_) {
         QStringList parts;
         for (auto category : kStackOrder) {
             const auto bytes = step.memory.update_peak_bytes(category);
             if (bytes > 0) parts << QStringLiteral("%1 %2").arg(category_label(category), mib_text(static_cast<double>(bytes)));
         }
-        text += QStringLiteral(" (") + parts.join(QStringLiteral(", ")) + QStringLiteral(")");
+        // The breakdown on a line of its own keeps the hover box narrower than the plot.
+        text += QStringLiteral("<br>&nbsp;&nbsp;&nbsp;") + parts.join(QStringLiteral(", "));
     }
-    if (step.rss_bytes > 0) text += tr(" · process RSS %1").arg(mib_text(static_cast<double>(step.rss_bytes)));
-    if (step.device_total_bytes > 0)
-        text += tr(" · device %1 of %2").arg(mib_text(static_cast<double>(step.device_used_bytes)),
-                                             mib_text(static_cast<double>(step.device_total_bytes)));
     return text;
 }
 

@@ -34,14 +34,18 @@ private:
     void appendStack(const RunRecord& run, std::size_t firstStep);
     void updatePeakMarker(const RunRecord& run);
     void updateTotalVisibility(int id);
+    void clearStack();
+    void updateLegendEntries();
+    void fitLegendToWidth();
 
     int focus_id_ = 0;
     std::array<QCPGraph*, kMemoryCategoryCount> stack_{};  // each category's peak within the update
+    std::array<bool, kMemoryCategoryCount> category_used_{};  // listed in the legend only once used
     QCPGraph* live_peak_ = nullptr;                          // most bytes live at once in the update
+    // The focused run's high-water mark as a dashed level across the run, named in the legend
+    // (a text label inside the plot would sit on top of some run's line).
+    QCPGraph* peak_ = nullptr;
     std::map<int, QCPGraph*> totals_;
-    QCPItemStraightLine* peak_line_ = nullptr;
-    QCPItemText* peak_label_ = nullptr;
-    double peak_mib_ = 0.0;
 };
 
 }  // namespace trainbench::ui

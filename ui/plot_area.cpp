@@ -7,6 +7,7 @@
 #include <QSlider>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <qcustomplot.h>
 
 #include "loss_plot.hpp"
 #include "loss_scale_plot.hpp"
@@ -75,8 +76,10 @@ PlotArea::PlotArea(RunStore& store, QWidget* parent) : QWidget(parent), store_(s
     splitter_->setStretchFactor(1, 3);
     splitter_->setStretchFactor(2, 3);
     splitter_->setStretchFactor(3, 2);
-    splitter_->setSizes({460, 250, 210, 130});
+    // The memory plot's legend takes a row of its own above its axes, hence its larger share.
+    splitter_->setSizes({420, 290, 210, 130});
     layout->addWidget(splitter_, 1);
+    alignAxes();
 
     connect(x_axis_, &QComboBox::currentIndexChanged, this,
             [this] { setXAxisKind(static_cast<XAxisKind>(x_axis_->currentData().toInt())); });
@@ -118,6 +121,24 @@ void PlotArea::onRunRemoved(int id) {
     for (auto* plot : plots()) plot->removeRun(id);
     loss_scale_->setVisible(loss_scale_->hasFp16Runs());
     refreshAll();
+}
+
+// The plots are separate QCustomPlots stacked above each other; one margin group gives all of
+// them the widest plot's left and right margins, so their x-axes start and end at the same
+// pixel and one moment lines up across loss, memory and speed. A plot whose margin changed
+// (longer tick labels) asks the others to redraw with it.
+void PlotArea::alignAxes() {
+    auto* group = new QCPMarginGroup(loss_);
+    for (auto* plot : plots()) {
+        plot->axisRect()->setMarginGroup(QCP::msLeft | QCP::msRight, group);
+        connect(plot, &QCustomPlot::afterReplot, this, [this, plot, last = QMargins()]() mutable {
+            const QMargins now = plot->axisRect()->margins();
+            if (now.left() == last.left() && now.right() == last.right()) return;
+            last = now;
+            for (auto* other : plots())
+                if (other != plot && other->isVisible()) other->refresh();
+        });
+    }
 }
 
 void PlotArea::refreshAll() {

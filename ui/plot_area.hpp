@@ -39,6 +39,7 @@ private:
     void onMetricsAppended(int id, qsizetype firstStep, qsizetype firstEpoch);
     void onRunRemoved(int id);
     void refreshAll();
+    void alignAxes();
 
     RunStore& store_;
     QComboBox* x_axis_ = nullptr;

@@ -61,6 +61,7 @@ RunPlot::RunPlot(const RunStore& store, QWidget* parent) : QCustomPlot(parent), 
     cursor_->setPen(QPen(QColor(0, 0, 0, 90), 1, Qt::DashLine));
     cursor_->setVisible(false);
     cursor_->setSelectable(false);
+    cursor_->setLayer(QStringLiteral("overlay"));
 
     connect(this, &QCustomPlot::mouseMove, this, &RunPlot::onMouseMove);
     connect(this, &QCustomPlot::mouseWheel, this, [this] { following_ = false; });
@@ -126,23 +127,47 @@ void RunPlot::applyAutoscale() {
     if (yAxis2->tickLabels()) applyRange(yAxis2, all.y2, false, true);
 }
 
+qint64 RunPlot::next_replot_allowed_ns_ = 0;
+
+qint64 RunPlot::nowNs() {
+    static QElapsedTimer clock = [] {
+        QElapsedTimer started;
+        started.start();
+        return started;
+    }();
+    return clock.nsecsElapsed();
+}
+
 void RunPlot::refresh() {
-    if (replot_timer_.isActive()) return;
-    const double cost_ms = replotTime(false);
-    const qint64 spacing_ms = static_cast<qint64>(cost_ms * kReplotCostFactor);
-    const qint64 since_ms = since_replot_.isValid() ? since_replot_.elapsed() : spacing_ms;
-    replot_timer_.start(static_cast<int>(std::max<qint64>(0, spacing_ms - since_ms)));
+    if (!replot_timer_.isActive()) scheduleReplot();
+}
+
+void RunPlot::scheduleReplot() {
+    const qint64 wait_ns = std::max<qint64>(0, next_replot_allowed_ns_ - nowNs());
+    replot_timer_.start(static_cast<int>((wait_ns + 999'999) / 1'000'000));
 }
 
 void RunPlot::replotNow() {
+    // Another plot may have drawn since this one was scheduled: wait for the shared turn.
+    if (nowNs() < next_replot_allowed_ns_) {
+        scheduleReplot();
+        return;
+    }
     applyAutoscale();
+    const qint64 started = nowNs();
     replot();
-    since_replot_.start();
+    const qint64 finished = nowNs();
+    const auto spacing = static_cast<qint64>(static_cast<double>(finished - started) * kReplotCostFactor);
+    next_replot_allowed_ns_ = finished + std::max(kMinimumReplotGapNs, spacing);
 }
+
+// The hover cursor lives on QCustomPlot's buffered overlay layer, so moving it redraws only
+// that layer instead of every graph (a full replot of a million points takes tens of ms).
+void RunPlot::redrawCursor() { layer(QStringLiteral("overlay"))->replot(); }
 
 void RunPlot::leaveEvent(QEvent* event) {
     cursor_->setVisible(false);
-    refresh();
+    redrawCursor();
     QCustomPlot::leaveEvent(event);
 }
 
@@ -204,7 +229,7 @@ void RunPlot::onMouseMove(QMouseEvent* event) {
     if (!axisRect()->rect().contains(event->pos())) {
         cursor_->setVisible(false);
         QToolTip::hideText();
-        refresh();
+        redrawCursor();
         return;
     }
     const double x = xAxis->pixelToCoord(event->pos().x());
@@ -215,8 +240,10 @@ void RunPlot::onMouseMove(QMouseEvent* event) {
     if (text.isEmpty())
         QToolTip::hideText();
     else
-        QToolTip::showText(event->globalPosition().toPoint() + QPoint(14, 10), text, this);
-    refresh();
+        // One line per run: Qt would otherwise wrap rich-text tooltips into a narrow column.
+        QToolTip::showText(event->globalPosition().toPoint() + QPoint(14, 10),
+                           QStringLiteral("<p style='white-space:pre'>%1</p>").arg(text), this);
+    redrawCursor();
 }
 
 }  // namespace trainbench::ui

@@ -66,8 +66,16 @@ protected:
     void leaveEvent(QEvent* event) override;
 
 private:
+    // After any plot's replot, every plot waits this many times that replot's cost before it
+    // draws, so with all plots busy drawing still takes at most a quarter of the GUI thread and
+    // no two replots run back to back (which would freeze input for their sum).
     static constexpr double kReplotCostFactor = 3.0;
+    static constexpr qint64 kMinimumReplotGapNs = 8'000'000;
+    static qint64 next_replot_allowed_ns_;
+    static qint64 nowNs();
+    void scheduleReplot();
     void replotNow();
+    void redrawCursor();
     void applyAutoscale();
     void onMouseMove(QMouseEvent* event);
     void applyRange(QCPAxis* axis, const AxisBounds& bounds, bool log, bool fromZero) const;
@@ -78,7 +86,6 @@ private:
     std::map<int, RunBounds> bounds_;
     QCPItemStraightLine* cursor_ = nullptr;
     QTimer replot_timer_;
-    QElapsedTimer since_replot_;
 };
 
 QPen run_pen(const QColor& color, double width, Qt::PenStyle style = Qt::SolidLine);
