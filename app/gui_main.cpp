@@ -1,6 +1,7 @@
 // The desktop app. Without a display it cannot show a window, so rather than abort inside Qt's
 // platform plugin it says so and runs the default example through the headless CLI instead.
 #include <QApplication>
+#include <QTimer>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,5 +63,9 @@ int main(int argc, char** argv) {
 
     trainbench::ui::MainWindow window;
     window.show();
+    // --run: start the loaded settings (the default example on a first launch) at once, as
+    // the set-up command does, instead of waiting for the user to press Run.
+    for (int i = 1; i < argc; ++i)
+        if (std::strcmp(argv[i], "--run") == 0) QTimer::singleShot(0, &window, &trainbench::ui::MainWindow::startRun);
     return app.exec();
 }

@@ -79,6 +79,7 @@ private slots:
         config.val_fraction = 0.0;
         config.hidden = {16};
         config.batch_size = 20;  // sample 70 is in update 4
+        config.epochs = 1;
         config.precision = Precision::fp16;
         std::vector<StepMetrics> steps;
         Observer observer;

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine for TrainBench, builds it (Release) and then either runs the app or
+# runs the test suite:
+#
+#   ./scripts/setup.sh run    install what is missing, build, start the desktop app on its default
+#                             example (without a display: the same example headless via the CLI)
+#   ./scripts/setup.sh test   install what is missing, build, run every test (ctest)
+#   ./scripts/setup.sh build  install what is missing and build only
+#
+# Only packages that are not installed yet are installed (apt-get, as root or through sudo).
+# Environment: BUILD_DIR (default build/), JOBS (default: all cores), CMAKE_ARGS (extra
+# configure arguments, e.g. "-DTRAINBENCH_CUDA=OFF").
+set -euo pipefail
+
+mode="${1:-}"
+case "$mode" in
+  run | test | build) ;;
+  *)
+    echo "usage: $0 run|test|build   (run: build and start the app; test: build and run ctest)" >&2
+    exit 2
+    ;;
+esac
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${BUILD_DIR:-$root/build}"
+jobs="${JOBS:-$(nproc)}"
+
+# What the build, the tests and the examples need. qt6-base-dev brings the OpenGL and Vulkan
+# headers Qt6Gui's CMake package looks for; dataset-fashion-mnist is the Fashion example's data
+# and is read by the tests. nvcc is optional: with it on PATH the CUDA engine is built too.
+packages=(
+  build-essential cmake git ccache pkg-config
+  libeigen3-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
+  qt6-base-dev qt6-svg-dev libqcustomplot-dev
+  dataset-fashion-mnist
+)
+
+# Seconds since the script started, so a slow phase (apt, build, tests) is easy to spot.
+say() { printf '\n== [%4ds] %s\n' "$SECONDS" "$*"; }
+
+install_missing_packages() {
+  if ! command -v dpkg-query > /dev/null || ! command -v apt-get > /dev/null; then
+    echo "setup.sh: this is not a Debian system (no dpkg/apt-get); install the equivalents of:" >&2
+    echo "  ${packages[*]}" >&2
+    return 0
+  fi
+  local missing=() package
+  for package in "${packages[@]}"; do
+    if [ "$(dpkg-query -W -f='${db:Status-Status}' "$package" 2> /dev/null)" != "installed" ]; then
+      missing+=("$package")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    say "all required Debian packages are installed"
+    return 0
+  fi
+  local as_root=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo > /dev/null || {
+      echo "setup.sh: need root to install ${missing[*]}: run as root or install sudo" >&2
+      exit 1
+    }
+    as_root=(sudo)
+  fi
+  say "installing ${missing[*]}"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# -march=native (TRAINBENCH_NATIVE, on by default) compiles for this CPU, which ccache does not
+# see in the command line: hash what it expands to, so a cache shared between machines (a CI
+# cache) never hands out objects built for another CPU (ccache issue #824).
+hash_native_cpu_into_ccache() {
+  mkdir -p "$build_dir"
+  local flags="$build_dir/native-cpu-flags.txt"
+  c++ -march=native -Q --help=target > "$flags" 2> /dev/null || return 0
+  export CCACHE_EXTRAFILES="$flags"
+}
+
+configure_and_build() {
+  hash_native_cpu_into_ccache
+  # Paths under the checkout are hashed relative to it, so a clone in another folder (a CI
+  # workspace) still hits the cache.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+  say "configuring (Release) in $build_dir"
+  # CMakeLists.txt uses ccache as the compiler launcher whenever it is on PATH.
+  # shellcheck disable=SC2086 # CMAKE_ARGS is a list of words on purpose
+  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
+  say "building with $jobs jobs"
+  cmake --build "$build_dir" -j"$jobs"
+}
+
+run_app() {
+  local app="$build_dir/app/trainbench"
+  if [ -z "${DISPLAY:-}" ] && [ -z "${WAYLAND_DISPLAY:-}" ]; then
+    say "no display: the app runs its default example headless through trainbench-cli"
+  else
+    say "starting $app"
+  fi
+  exec "$app" --run
+}
+
+run_tests() {
+  say "running the test suite"
+  # The ui tests draw offscreen (QT_QPA_PLATFORM is set per test), so no display is needed.
+  # One test at a time: each training test already uses every core, and two of them sharing
+  # the cores ran 25x slower on 2 cores (76 s instead of 11 s for the whole suite).
+  # ctest's summary is the last thing printed; its exit status is this script's.
+  exec ctest --test-dir "$build_dir" --output-on-failure
+}
+
+install_missing_packages
+configure_and_build
+case "$mode" in
+  run) run_app ;;
+  test) run_tests ;;
+  build) say "built: $build_dir/app/trainbench and $build_dir/app/trainbench-cli" ;;
+esac
