@@ -108,21 +108,11 @@ private slots:
         window.resize(1400, 900);
         window.show();
         window.configPanel()->setConfig(testing::small_config(0));
-        QElapsedTimer clock;
-        clock.start();
-        qint64 last_tick = 0, largest_gap = 0;
-        int ticks = 0;
-        QTimer ticker;
-        ticker.setInterval(5);
-        connect(&ticker, &QTimer::timeout, this, [&] {
-            const qint64 now = clock.elapsed();
-            if (ticks++ > 0) largest_gap = std::max(largest_gap, now - last_tick);
-            last_tick = now;
-        });
+        testing::EventLoopGapProbe probe;
         window.startRun();
-        ticker.start();
+        probe.start();
         QTest::qWait(2500);
-        ticker.stop();
+        probe.stop();
         const std::size_t updates = window.runStore().runs().front()->steps.size();
         window.runController().requestStop();
         QVERIFY(window.runController().waitUntilIdle(2000));
@@ -130,11 +120,11 @@ private slots:
         for (auto* plot : window.plotArea()->plots())
             replot_costs += QStringLiteral(" %1 %2 ms").arg(plot->objectName()).arg(plot->replotTime(true), 0, 'f', 1);
         QVERIFY2(updates > 100, qPrintable(QString::number(updates)));  // training really ran meanwhile
-        QVERIFY2(largest_gap < 100, qPrintable(QStringLiteral("largest gap %1 ms over %2 ticks; mean replot:%3")
-                                          .arg(largest_gap)
-                                          .arg(ticks)
+        QVERIFY2(probe.largestGapMs() < 100, qPrintable(QStringLiteral("largest gap %1 ms over %2 ticks; mean replot:%3")
+                                          .arg(probe.largestGapMs())
+                                          .arg(probe.ticks())
                                           .arg(replot_costs)));
-        QVERIFY(ticks > 100);
+        QVERIFY(probe.ticks() > 100);
     }
 
     void failedRunIsReportedAndAppStaysUsable() {

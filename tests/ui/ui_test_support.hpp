@@ -1,8 +1,11 @@
 #pragma once
 // Shared set-up for the app's tests: isolated settings and a small, fast configuration.
 #include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QStandardPaths>
+#include <QTimer>
+#include <algorithm>
 
 #include "trainbench/run_config.hpp"
 
@@ -31,5 +34,32 @@ inline RunConfig small_config(int64_t max_steps, int64_t step_size = 2) {
     config.optimizer.lr = 0.003;
     return config;
 }
+
+// Measures how long the GUI thread's event loop ever stalls: a 5 ms timer records the largest
+// gap between its ticks while started.
+class EventLoopGapProbe {
+public:
+    EventLoopGapProbe() {
+        ticker_.setInterval(5);
+        QObject::connect(&ticker_, &QTimer::timeout, [this] {
+            const qint64 now = clock_.elapsed();
+            if (ticks_++ > 0) largest_gap_ = std::max(largest_gap_, now - last_tick_);
+            last_tick_ = now;
+        });
+    }
+    void start() {
+        clock_.start();
+        ticker_.start();
+    }
+    void stop() { ticker_.stop(); }
+    qint64 largestGapMs() const { return largest_gap_; }
+    int ticks() const { return ticks_; }
+
+private:
+    QTimer ticker_;
+    QElapsedTimer clock_;
+    qint64 last_tick_ = 0, largest_gap_ = 0;
+    int ticks_ = 0;
+};
 
 }  // namespace trainbench::ui::testing
