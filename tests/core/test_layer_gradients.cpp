@@ -11,6 +11,8 @@
 #include "nn/linear.hpp"
 #include "nn/loss.hpp"
 #include "nn/mlp_init.hpp"
+#include "nn/packed_weights.hpp"
+#include "parallel/worker_team.hpp"
 
 using namespace trainbench;
 
@@ -62,8 +64,10 @@ private slots:
             linear_forward(w.data(), b.data(), x.data(), z.data(), in, out, batch);
             return dot(z, r);
         };
-        std::vector<float> dw(out * in, 0.0f), db(out, 0.0f), dx(in * batch);
-        linear_backward(w.data(), x.data(), r.data(), dw.data(), db.data(), dx.data(), in, out, batch);
+        // Overwrite mode must ignore whatever the gradient buffers held.
+        std::vector<float> dw(out * in, std::nanf("")), db(out, std::nanf("")), dx(in * batch);
+        linear_backward(w.data(), x.data(), r.data(), dw.data(), db.data(), dx.data(), in, out, batch,
+                        GradientWrite::overwrite);
         for (size_t i = 0; i < w.size(); ++i) expect_close(dw[i], numeric_derivative(w, i, objective, 1e-2f), 1e-3, "dW", i);
         for (size_t i = 0; i < b.size(); ++i) expect_close(db[i], numeric_derivative(b, i, objective, 1e-2f), 1e-3, "db", i);
         for (size_t i = 0; i < x.size(); ++i) expect_close(dx[i], numeric_derivative(x, i, objective, 1e-2f), 1e-3, "dX", i);
@@ -72,12 +76,91 @@ private slots:
     void linear_backward_accumulates_weight_gradients() {
         const int64_t in = 3, out = 2, batch = 2;
         auto w = random_values(out * in, 5), x = random_values(in * batch, 6), g = random_values(out * batch, 7);
-        std::vector<float> dw_once(out * in, 0.0f), db_once(out, 0.0f), dw_twice(out * in, 0.0f), db_twice(out, 0.0f);
-        linear_backward(w.data(), x.data(), g.data(), dw_once.data(), db_once.data(), nullptr, in, out, batch);
-        for (int k = 0; k < 2; ++k)
-            linear_backward(w.data(), x.data(), g.data(), dw_twice.data(), db_twice.data(), nullptr, in, out, batch);
+        std::vector<float> dw_once(out * in, 0.0f), db_once(out, 0.0f), dw_twice(out * in, 7.0f), db_twice(out, 7.0f);
+        linear_backward(w.data(), x.data(), g.data(), dw_once.data(), db_once.data(), nullptr, in, out, batch,
+                        GradientWrite::accumulate);
+        for (auto write : {GradientWrite::overwrite, GradientWrite::accumulate})
+            linear_backward(w.data(), x.data(), g.data(), dw_twice.data(), db_twice.data(), nullptr, in, out, batch, write);
         for (size_t i = 0; i < dw_once.size(); ++i) QCOMPARE(dw_twice[i], 2.0f * dw_once[i]);
         for (size_t i = 0; i < db_once.size(); ++i) QCOMPARE(db_twice[i], 2.0f * db_once[i]);
+    }
+
+    // Products big enough to be split across two threads (the tests above run on one),
+    // against plain double-precision loops.
+    void threaded_products_match_plain_loops() {
+        WorkerTeam::shared().resize(2);
+        const int64_t in = 300, out = 200, batch = 40;
+        auto w = random_values(out * in, 8), b = random_values(out, 9), x = random_values(in * batch, 10);
+        auto g = random_values(out * batch, 11);
+        std::vector<float> z(out * batch), dw(out * in, 1.0f), db(out, 1.0f), dx(in * batch);
+        linear_forward(w.data(), b.data(), x.data(), z.data(), in, out, batch);
+        linear_backward(w.data(), x.data(), g.data(), dw.data(), db.data(), dx.data(), in, out, batch,
+                        GradientWrite::accumulate);
+        WorkerTeam::shared().resize(1);
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t s = 0; s < batch; ++s) {
+                double sum = b[o];
+                for (int64_t i = 0; i < in; ++i) sum += double(w[o * in + i]) * x[s * in + i];
+                expect_close(z[s * out + o], sum, 1e-4, "Z", o);
+            }
+        for (int64_t o = 0; o < out; ++o) {
+            double bias_sum = 1.0;
+            for (int64_t s = 0; s < batch; ++s) bias_sum += g[s * out + o];
+            expect_close(db[o], bias_sum, 1e-4, "db", o);
+            for (int64_t i = 0; i < in; ++i) {
+                double sum = 1.0;  // accumulated onto the buffer's ones
+                for (int64_t s = 0; s < batch; ++s) sum += double(g[s * out + o]) * x[s * in + i];
+                expect_close(dw[o * in + i], sum, 1e-4, "dW", o * in + i);
+            }
+        }
+        for (int64_t i = 0; i < in; ++i)
+            for (int64_t s = 0; s < batch; ++s) {
+                double sum = 0.0;
+                for (int64_t o = 0; o < out; ++o) sum += double(w[o * in + i]) * g[s * out + o];
+                expect_close(dx[s * in + i], sum, 1e-4, "dX", s * in + i);
+            }
+    }
+
+    // The forward product over weights packed once must equal the plain product for shapes
+    // that leave partial kernel panels, partial depth blocks and several column blocks, for
+    // 1 to 3 row slices, and on one or two threads.
+    void packed_forward_matches_plain_product_data() {
+        QTest::addColumn<int>("rows");
+        QTest::addColumn<int>("depth");
+        QTest::addColumn<int>("batch");
+        QTest::addColumn<int>("slices");
+        QTest::addColumn<int>("threads");
+        QTest::newRow("odd shape, 1 slice") << 37 << 301 << 7 << 1 << 1;
+        QTest::newRow("odd shape, 3 slices on 2 threads") << 37 << 301 << 7 << 3 << 2;
+        QTest::newRow("benchmark layer, 2 slices") << 1024 << 784 << 64 << 2 << 2;
+        QTest::newRow("many columns, 2 slices") << 50 << 700 << 1100 << 2 << 2;
+        QTest::newRow("10 outputs") << 10 << 1024 << 33 << 2 << 2;
+        QTest::newRow("one row") << 1 << 5 << 3 << 2 << 1;
+    }
+    void packed_forward_matches_plain_product() {
+        QFETCH(int, rows);
+        QFETCH(int, depth);
+        QFETCH(int, batch);
+        QFETCH(int, slices);
+        QFETCH(int, threads);
+        WorkerTeam::shared().resize(threads);
+        auto w = random_values(size_t(rows) * depth, 12), b = random_values(rows, 13);
+        auto x = random_values(size_t(depth) * batch, 14);
+        const PackedLayout layout = make_packed_layout(rows, depth, slices);
+        std::vector<float> packed(layout.total_floats() + 16);
+        // The kernel reads packed panels with aligned loads: align like the engine's arena does.
+        float* aligned = packed.data();
+        while (reinterpret_cast<uintptr_t>(aligned) % 64 != 0) ++aligned;
+        pack_weights(layout, w.data(), aligned);
+        std::vector<float> z(size_t(rows) * batch, std::nanf(""));
+        packed_linear_forward(layout, aligned, b.data(), x.data(), z.data(), batch);
+        WorkerTeam::shared().resize(1);
+        for (int o = 0; o < rows; ++o)
+            for (int s = 0; s < batch; ++s) {
+                double sum = b[o];
+                for (int i = 0; i < depth; ++i) sum += double(w[size_t(o) * depth + i]) * x[size_t(s) * depth + i];
+                expect_close(z[size_t(s) * rows + o], sum, 1e-4, "Z", size_t(s) * rows + o);
+            }
     }
 
     void activation_backward_matches_finite_differences_data() {

@@ -11,7 +11,9 @@ namespace trainbench {
 // single-threaded Eigen product. Eigen's own threaded product allocates its packing buffers
 // on the heap on every call; single-threaded ones pack on the stack
 // (EIGEN_STACK_ALLOCATION_LIMIT in core/CMakeLists.txt), so an update allocates nothing, and
-// each output element is summed by one thread in one order.
+// each output element is summed by one thread in one order. Splitting by rows of the result
+// also splits W, the large operand, so each thread packs only its share of it: with small
+// micro-batches, packing W is a visible part of every product.
 namespace {
 using ColMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -24,7 +26,6 @@ void linear_forward(const float* weight, const float* bias, const float* input, 
     Eigen::Map<const Vector> b(bias, out);
     Eigen::Map<const ColMajor> X(input, in, batch);
     Eigen::Map<ColMajor> Z(output, out, batch);
-    // Split by output rows: each thread packs only its slice of W, the large operand.
     parallel_range(out, in * batch, [&](int64_t first, int64_t end) {
         const int64_t count = end - first;
         Z.middleRows(first, count).noalias() = W.middleRows(first, count) * X;
@@ -32,28 +33,43 @@ void linear_forward(const float* weight, const float* bias, const float* input, 
     });
 }
 
-void linear_backward(const float* weight, const float* input, const float* grad_output,
-                     float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
-                     int64_t out, int64_t batch) {
+void linear_weight_grad(const float* input, const float* grad_output, float* grad_weight, float* grad_bias,
+                        int64_t in, int64_t out, int64_t batch, GradientWrite write) {
     Eigen::Map<const ColMajor> X(input, in, batch);
     Eigen::Map<const ColMajor> dZ(grad_output, out, batch);
-    // dW and db reduce over the batch: split them by output rows, so each element is summed
-    // by one thread in one order.
+    // dW and db reduce over the batch: split by output rows, so each element is summed by one
+    // thread in one order.
     parallel_range(out, in * batch, [&](int64_t first, int64_t end) {
         const int64_t count = end - first;
         Eigen::Map<RowMajor> dW(grad_weight + first * in, count, in);
         Eigen::Map<Vector> db(grad_bias + first, count);
-        dW.noalias() += dZ.middleRows(first, count) * X.transpose();
-        db.noalias() += dZ.middleRows(first, count).rowwise().sum();
+        if (write == GradientWrite::overwrite) {
+            dW.noalias() = dZ.middleRows(first, count) * X.transpose();
+            db.noalias() = dZ.middleRows(first, count).rowwise().sum();
+        } else {
+            dW.noalias() += dZ.middleRows(first, count) * X.transpose();
+            db.noalias() += dZ.middleRows(first, count).rowwise().sum();
+        }
     });
-    if (grad_input) {
-        Eigen::Map<const RowMajor> W(weight, out, in);
-        parallel_range(batch, in * out, [&](int64_t first, int64_t end) {
+}
+
+void linear_input_grad(const float* weight, const float* grad_output, float* grad_input, int64_t in,
+                       int64_t out, int64_t batch) {
+    Eigen::Map<const RowMajor> W(weight, out, in);
+    Eigen::Map<const ColMajor> dZ(grad_output, out, batch);
+    Eigen::Map<ColMajor> dX(grad_input, in, batch);
+    // Rows of dX are columns of W.
+    parallel_range(in, out * batch, [&](int64_t first, int64_t end) {
         const int64_t count = end - first;
-            Eigen::Map<ColMajor> dX(grad_input + first * in, in, count);
-            dX.noalias() = W.transpose() * dZ.middleCols(first, count);
-        });
-    }
+        dX.middleRows(first, count).noalias() = W.middleCols(first, count).transpose() * dZ;
+    });
+}
+
+void linear_backward(const float* weight, const float* input, const float* grad_output,
+                     float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
+                     int64_t out, int64_t batch, GradientWrite write) {
+    linear_weight_grad(input, grad_output, grad_weight, grad_bias, in, out, batch, write);
+    if (grad_input) linear_input_grad(weight, grad_output, grad_input, in, out, batch);
 }
 
 }  // namespace trainbench

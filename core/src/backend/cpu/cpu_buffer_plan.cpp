@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "memory/tracking_arena.hpp"
 #include "nn/activation.hpp"
@@ -17,12 +18,23 @@ CpuBufferPlan make_cpu_buffer_plan(const EngineSpec& spec) {
     const auto& sizes = spec.layer_sizes;
     int64_t offset = 0;
     for (size_t i = 0; i + 1 < sizes.size(); ++i) {
-        LayerSlice slice{sizes[i], sizes[i + 1], offset, offset + sizes[i] * sizes[i + 1]};
+        LayerSlice slice;
+        slice.in = sizes[i];
+        slice.out = sizes[i + 1];
+        slice.weight_offset = offset;
+        slice.bias_offset = offset + sizes[i] * sizes[i + 1];
         offset = slice.bias_offset + slice.out;
         plan.largest_layer_parameters = std::max(plan.largest_layer_parameters, slice.in * slice.out + slice.out);
         plan.layers.push_back(slice);
     }
     plan.parameter_count = offset;
+    const int threads = spec.threads > 0 ? spec.threads
+                                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (auto& slice : plan.layers) {
+        slice.packed = make_packed_layout(slice.out, slice.in, threads);
+        slice.packed_offset = plan.packed_floats;
+        plan.packed_floats += (slice.packed.total_floats() + slice.out + 15) / 16 * 16;  // keeps blocks 64-byte aligned
+    }
     plan.optimizer_slots = optimizer_state_slots(spec.optimizer);
     plan.half = spec.precision != Precision::fp32;
     plan.hidden_layers = static_cast<int64_t>(sizes.size()) - 2;
@@ -62,6 +74,7 @@ BytesByCategory CpuBufferPlan::planned_bytes() const {
     for (int64_t r = 0; r < recompute_slots(); ++r)
         for (int64_t k = 0; k < per_slot_sets; ++k) add(MemoryCategory::activations, widest_hidden * micro_batch * e);
 
+    add(MemoryCategory::workspace, packed_floats * 4);         // packed weights (nn/packed_weights.hpp)
     add(MemoryCategory::workspace, widest * micro_batch * 4);  // gradient ping
     add(MemoryCategory::workspace, widest * micro_batch * 4);  // gradient pong
     if (half) {

@@ -6,12 +6,15 @@
 #include <vector>
 
 #include "backend/compute_engine.hpp"
+#include "nn/packed_weights.hpp"
 
 namespace trainbench {
 
 struct LayerSlice {
     int64_t in = 0, out = 0;
     int64_t weight_offset = 0, bias_offset = 0;  // into the flat parameter array
+    PackedLayout packed;                         // W as the forward product reads it
+    int64_t packed_offset = 0;                   // into the packed-weights buffer: W, then b
 };
 
 struct CpuBufferPlan {
@@ -26,6 +29,7 @@ struct CpuBufferPlan {
     int64_t widest_hidden = 0;
     int64_t micro_batch = 0;
     int64_t largest_layer_parameters = 0;
+    int64_t packed_floats = 0;       // every layer's packed W and its bias
 
     bool kept(int64_t l) const { return l % segment == 0; }
     int64_t recompute_slots() const { return segment - 1; }

@@ -18,7 +18,9 @@
 #include "memory/tracking_arena.hpp"
 #include "nn/activation.hpp"
 #include "nn/linear.hpp"
+#include "nn/packed_weights.hpp"
 #include "nn/loss.hpp"
+#include "optim/gradient_norm.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/parallel_range.hpp"
 #include "parallel/worker_team.hpp"
@@ -43,6 +45,7 @@ public:
         } else {
             master_ = arena_.acquire_array<float>(MemoryCategory::parameters, p);
         }
+        packed_ = arena_.acquire_array<float>(MemoryCategory::workspace, plan_.packed_floats);
         grads_ = arena_.acquire_array<float>(MemoryCategory::gradients, p);
         std::fill(grads_, grads_ + p, 0.0f);
         if (plan_.optimizer_slots > 0) {
@@ -63,6 +66,7 @@ public:
             std::copy(weights.layers[i].bias.begin(), weights.layers[i].bias.end(), master_ + slice.bias_offset);
         }
         refresh_16bit_weights();
+        packed_stale_ = true;
     }
 
     ModelWeights weights() const override {
@@ -78,7 +82,9 @@ public:
         return out;
     }
 
-    void zero_grad() override { std::fill(grads_, grads_ + plan_.parameter_count, 0.0f); }
+    // The next backward pass overwrites the gradients instead of adding to them, which saves
+    // a pass over all of them per update.
+    void zero_grad() override { grads_stale_ = true; }
 
     double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
         check_batch(batch);
@@ -91,32 +97,22 @@ public:
             ? softmax_cross_entropy(logits, batch.labels, plan_.layers.back().out, n, grad, grad_scale, nullptr)
             : mean_squared_error(logits, batch.targets, n, grad, grad_scale);
         backward(n);
+        grads_stale_ = false;
         release_step_buffers();
         return loss;
     }
 
     double grad_norm_squared() override {
-        // Fixed chunks summed in order: the same result for any thread count.
-        constexpr int kChunks = 64;
-        const int64_t p = plan_.parameter_count;
-        double partial[kChunks];
-        parallel_range(kChunks, p / kChunks, [&](int64_t first, int64_t last) {
-            for (int64_t c = first; c < last; ++c) {
-                const int64_t begin = p * c / kChunks, end = p * (c + 1) / kChunks;
-                double sum = 0.0;
-                for (int64_t i = begin; i < end; ++i) sum += static_cast<double>(grads_[i]) * grads_[i];
-                partial[c] = sum;
-            }
-        });
-        double total = 0.0;
-        for (double v : partial) total += v;
-        return total;
+        materialise_zero_grad();
+        return gradient_norm_squared(grads_, plan_.parameter_count);
     }
 
     void optimizer_step(double lr, double grad_multiplier, int64_t step) override {
+        materialise_zero_grad();
         optimizer_step_cpu(spec_.optimizer, master_, grads_, state_,
                            plan_.parameter_count, lr, grad_multiplier, step);
         refresh_16bit_weights();
+        packed_stale_ = true;
     }
 
     EvalTotals evaluate(const MicroBatch& batch) override {
@@ -174,6 +170,13 @@ private:
         if (batch.count < 1 || batch.count > plan_.micro_batch)
             throw Error("internal: micro-batch of " + std::to_string(batch.count) + " samples for buffers of " +
                         std::to_string(plan_.micro_batch));
+    }
+
+    // For callers that read the gradients of an update with no micro-batch in it.
+    void materialise_zero_grad() {
+        if (!grads_stale_) return;
+        std::fill(grads_, grads_ + plan_.parameter_count, 0.0f);
+        grads_stale_ = false;
     }
 
     void refresh_16bit_weights() {
@@ -247,22 +250,41 @@ private:
         return plan_.half ? weights + slice.in * slice.out : master_ + slice.bias_offset;
     }
 
+    // Packs every layer's weights for the forward products (and copies its bias beside them),
+    // once per update: the first product after the weights changed does it.
+    void refresh_packed_weights() {
+        if (!packed_stale_) return;
+        for (size_t i = 0; i < plan_.layers.size(); ++i) {
+            const auto& slice = plan_.layers[i];
+            const float* w = layer_weights(i);
+            const float* b = layer_bias(i, w);
+            float* packed = packed_ + slice.packed_offset;
+            pack_weights(slice.packed, w, packed);
+            std::copy(b, b + slice.out, packed + slice.packed.total_floats());
+        }
+        packed_stale_ = false;
+    }
+
+    void packed_forward(size_t i, const float* input, float* output, int64_t n) const {
+        const auto& slice = plan_.layers[i];
+        const float* packed = packed_ + slice.packed_offset;
+        packed_linear_forward(slice.packed, packed, packed + slice.packed.total_floats(), input, output, n);
+    }
+
     // Runs hidden layer l (input A_l) storing A_{l+1} (and z). `input` holds A_l as fp32;
     // returns the fp32 values of A_{l+1} (a slot in fp32 mode, wide_a_ in 16-bit mode).
     float* hidden_forward(int64_t l, const float* input, int64_t n) {
         const auto& slice = plan_.layers[l];
-        const float* w = layer_weights(l);
-        const float* b = layer_bias(l, w);
         const int64_t count = slice.out * n;
         const int64_t next = l + 1;
         if (!plan_.half) {
             float* a = static_cast<float*>(a_slots_[next]);
             float* z = plan_.save_preactivation ? static_cast<float*>(z_slots_[next]) : a;
-            linear_forward(w, b, input, z, slice.in, slice.out, n);
+            packed_forward(l, input, z, n);
             activation_forward(spec_.activation, z, a, count);
             return a;
         }
-        linear_forward(w, b, input, wide_z_, slice.in, slice.out, n);
+        packed_forward(l, input, wide_z_, n);
         round_to_16bit(spec_.precision, wide_z_, count);
         if (plan_.save_preactivation) store_16bit(spec_.precision, wide_z_, static_cast<uint16_t*>(z_slots_[next]), count);
         activation_forward(spec_.activation, wide_z_, wide_a_, count);
@@ -272,6 +294,7 @@ private:
     }
 
     const float* forward(const MicroBatch& batch, int64_t n) {
+        refresh_packed_weights();
         const int64_t input_count = plan_.layers.front().in * n;
         const float* current;
         if (plan_.half) {
@@ -287,8 +310,7 @@ private:
             if (!plan_.kept(l + 1)) resident_segment_ = (l + 1) / plan_.segment;
         }
         const size_t last = plan_.layers.size() - 1;
-        const float* w = layer_weights(last);
-        linear_forward(w, layer_bias(last, w), current, g_[0], plan_.layers[last].in, plan_.layers[last].out, n);
+        packed_forward(last, current, g_[0], n);
         if (plan_.half) round_to_16bit(spec_.precision, g_[0], plan_.layers[last].out * n);
         return g_[0];
     }
@@ -327,7 +349,8 @@ private:
             const float* w = layer_weights(j);
             float* grad_input = j > 0 ? g_[1 - current] : nullptr;
             linear_backward(w, input, g_[current], grads_ + slice.weight_offset, grads_ + slice.bias_offset,
-                            grad_input, slice.in, slice.out, n);
+                            grad_input, slice.in, slice.out, n,
+                            grads_stale_ ? GradientWrite::overwrite : GradientWrite::accumulate);
             if (j > 0) {
                 const float* z = preactivation_f32(j, n, wide_z_);
                 activation_backward(spec_.activation, z, input, grad_input, slice.in * n);
@@ -342,6 +365,9 @@ private:
     float* master_ = nullptr;
     uint16_t* params16_ = nullptr;
     float* grads_ = nullptr;
+    float* packed_ = nullptr;      // plan_.packed_floats: each layer's packed W, then its bias
+    bool packed_stale_ = true;     // the weights changed since they were last packed
+    bool grads_stale_ = false;  // zero_grad() was called and no backward pass has run since
     float* state_ = nullptr;  // optimizer_slots runs of parameter_count floats
     std::vector<void*> a_slots_, z_slots_;
     std::vector<void*> recompute_a_, recompute_z_;
