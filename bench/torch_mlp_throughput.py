@@ -32,6 +32,9 @@ def parse_args():
     parser.add_argument("--warmup", type=int, default=10, help="updates left out of the median")
     parser.add_argument("--steps", type=int, default=40, help="timed updates per round")
     parser.add_argument("--rounds", type=int, default=3, help="variants alternate round by round")
+    parser.add_argument("--interleave", type=int, default=5,
+                        help="the variants take turns of this many updates (the first of each turn "
+                             "is not timed); 0: each variant runs its updates in one go per round")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--products", action="store_true",
                         help="also time the update's pieces alone (products, Adam), as bench/mlp_update_breakdown does")
@@ -82,7 +85,8 @@ def make_model():
         torch.nn.Linear(1024, 10))
 
 
-def run_variant(step_size, pixels, labels, update_times, gather_times):
+def variant_updates(step_size, pixels, labels):
+    """Runs one variant's updates one at a time, yielding (update ms, gather ms, loss) for each."""
     torch.manual_seed(0)
     model = make_model()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -91,14 +95,14 @@ def run_variant(step_size, pixels, labels, update_times, gather_times):
     order = torch.randperm(pixels.shape[0], generator=generator)
     batch = ARGS.batch
     micro = batch // step_size
-    updates = ARGS.warmup + ARGS.steps
     scale = 1.0 / 255.0
-    loss_value = 0.0
-    for update in range(updates):
+    update = 0
+    while True:
         start = (update * batch) % (pixels.shape[0] - batch)
         t0 = time.perf_counter()
         gather_seconds = 0.0
         optimizer.zero_grad()
+        losses = []
         for k in range(step_size):
             g0 = time.perf_counter()
             index = order[start + k * micro:start + (k + 1) * micro]
@@ -107,13 +111,47 @@ def run_variant(step_size, pixels, labels, update_times, gather_times):
             gather_seconds += time.perf_counter() - g0
             loss = loss_fn(model(x), y) / step_size
             loss.backward()
-            loss_value += loss.item() if update == updates - 1 else 0.0
+            losses.append(loss.detach())
         optimizer.step()
         elapsed = time.perf_counter() - t0
-        if update >= ARGS.warmup:
-            update_times.append(elapsed * 1000.0)
-            gather_times.append(gather_seconds * 1000.0)
-    return loss_value
+        yield elapsed * 1000.0, gather_seconds * 1000.0, float(sum(losses))
+        update += 1
+
+
+def timed(update, chunk):
+    """Whether 0-based update `update` is timed: not a warm-up update and, when the variants
+    take turns, not the first update of a turn (its caches hold the other variant's data)."""
+    return update >= ARGS.warmup and (chunk < 2 or update % chunk != 0)
+
+
+def measure(pixels, labels):
+    """Times both variants. With --interleave K they take turns of K updates each, so that
+    drifting background load hits both alike; with 0 each runs its updates in one go per round."""
+    results = {s: {"times": [], "gathers": [], "loss": 0.0} for s in (1, 4)}
+    chunk = ARGS.interleave
+    if chunk >= 2:
+        runs = {s: variant_updates(s, pixels, labels) for s in (1, 4)}
+        update = 0
+        while min(len(r["times"]) for r in results.values()) < ARGS.steps * ARGS.rounds:
+            for step_size, run in runs.items():
+                for k in range(chunk):
+                    ms, gather_ms, loss = next(run)
+                    if timed(update + k, chunk):
+                        results[step_size]["times"].append(ms)
+                        results[step_size]["gathers"].append(gather_ms)
+                    results[step_size]["loss"] = loss
+            update += chunk
+        return results
+    for _ in range(ARGS.rounds):
+        for step_size in (1, 4):
+            run = variant_updates(step_size, pixels, labels)
+            for update in range(ARGS.warmup + ARGS.steps):
+                ms, gather_ms, loss = next(run)
+                if timed(update, 0):
+                    results[step_size]["times"].append(ms)
+                    results[step_size]["gathers"].append(gather_ms)
+                results[step_size]["loss"] = loss
+    return results
 
 
 def time_pieces(batch, repeats=20):
@@ -156,12 +194,8 @@ def main():
     if ARGS.batch % 4:
         sys.exit("--batch must be divisible by 4 (the step_size 4 variant uses equal micro-batches)")
 
-    variants = {1: ([], [], 0.0), 4: ([], [], 0.0)}
-    for _ in range(ARGS.rounds):
-        for step_size in (1, 4):
-            times, gathers, _ = variants[step_size]
-            loss = run_variant(step_size, pixels, labels, times, gathers)
-            variants[step_size] = (times, gathers, loss)
+    results = measure(pixels, labels)
+    variants = {s: (r["times"], r["gathers"], r["loss"]) for s, r in results.items()}
 
     if ARGS.products:
         for batch in (ARGS.batch, ARGS.batch // 4):
@@ -181,7 +215,7 @@ def main():
             "config": f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}" if os.environ.get("OMP_WAIT_POLICY") else "as installed", "threads": ARGS.threads,
             "torch_threads": torch.get_num_threads(), "blas_threads": ARGS.blas_threads or ARGS.threads,
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "batch": ARGS.batch, "step_size": step_size,
-            "precision": "fp32", "updates": len(times), "median_ms": round(median, 4),
+            "precision": "fp32", "updates": len(times), "interleave": ARGS.interleave, "median_ms": round(median, 4),
             "p10_ms": round(q[0], 4), "p90_ms": round(q[-1], 4),
             "samples_per_second": round(ARGS.batch / (median / 1000.0), 2),
             "median_gather_ms": round(statistics.median(gathers), 4),
@@ -197,7 +231,8 @@ def main():
             print(json.dumps(row))
         return
     print(f"PyTorch {torch.__version__}: fashion-mnist, MLP 784-1024-1024-10 relu, adam, batch {ARGS.batch}, "
-          f"{torch.get_num_threads()} threads; {ARGS.rounds} rounds x {ARGS.steps} timed updates after {ARGS.warmup} warm-up")
+          f"{torch.get_num_threads()} threads; {ARGS.rounds} rounds x {ARGS.steps} timed updates after {ARGS.warmup} warm-up"
+          + (f", variants taking turns of {ARGS.interleave} updates" if ARGS.interleave >= 2 else ""))
     print(f"BLAS: build says {blas['torch_blas_info']}; mapped {', '.join(blas['mapped']) or 'none'}; "
           f"libblas.so.3 alternative -> {blas['libblas_alternative']}")
     print(f"{'variant':<12} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8} {'samples/s':>10} {'gather ms':>10}")

@@ -121,45 +121,57 @@ private slots:
             }
     }
 
-    // The forward product over weights packed once must equal the plain product for shapes
-    // that leave partial kernel panels, partial depth blocks and several column blocks, for
-    // 1 to 3 row slices, and on one or two threads.
-    void packed_forward_matches_plain_product_data() {
-        QTest::addColumn<int>("rows");
-        QTest::addColumn<int>("depth");
+    // Products over weights packed once must equal plain products, for W (forward) and W^T
+    // (input gradient), for shapes that leave partial kernel panels, partial depth blocks and
+    // several column blocks, for 1 to 3 row slices, on one or two threads.
+    void packed_products_match_plain_products_data() {
+        QTest::addColumn<bool>("transposed");
+        QTest::addColumn<int>("in");
+        QTest::addColumn<int>("out");
         QTest::addColumn<int>("batch");
         QTest::addColumn<int>("slices");
         QTest::addColumn<int>("threads");
-        QTest::newRow("odd shape, 1 slice") << 37 << 301 << 7 << 1 << 1;
-        QTest::newRow("odd shape, 3 slices on 2 threads") << 37 << 301 << 7 << 3 << 2;
-        QTest::newRow("benchmark layer, 2 slices") << 1024 << 784 << 64 << 2 << 2;
-        QTest::newRow("many columns, 2 slices") << 50 << 700 << 1100 << 2 << 2;
-        QTest::newRow("10 outputs") << 10 << 1024 << 33 << 2 << 2;
-        QTest::newRow("one row") << 1 << 5 << 3 << 2 << 1;
+        for (const bool transposed : {false, true}) {
+            const char* operand = transposed ? "W^T: " : "W: ";
+            auto row = [&](const char* name) -> QTestData& { return QTest::newRow((QString(operand) + name).toUtf8().constData()); };
+            row("odd shape, 1 slice") << transposed << 301 << 37 << 7 << 1 << 1;
+            row("odd shape, 3 slices on 2 threads") << transposed << 301 << 37 << 7 << 3 << 2;
+            row("benchmark layer, 2 slices") << transposed << 784 << 1024 << 64 << 2 << 2;
+            row("many columns, 2 slices") << transposed << 700 << 50 << 1100 << 2 << 2;
+            row("10 outputs") << transposed << 1024 << 10 << 33 << 2 << 2;
+            row("one output") << transposed << 5 << 1 << 3 << 2 << 1;
+        }
     }
-    void packed_forward_matches_plain_product() {
-        QFETCH(int, rows);
-        QFETCH(int, depth);
+    void packed_products_match_plain_products() {
+        QFETCH(bool, transposed);
+        QFETCH(int, in);
+        QFETCH(int, out);
         QFETCH(int, batch);
         QFETCH(int, slices);
         QFETCH(int, threads);
         WorkerTeam::shared().resize(threads);
-        auto w = random_values(size_t(rows) * depth, 12), b = random_values(rows, 13);
+        auto w = random_values(size_t(out) * in, 12), b = random_values(out, 13);
+        const PackedLayout layout = make_packed_layout(
+            transposed ? PackedOperand::weights_transposed : PackedOperand::weights, in, out, slices);
+        const int rows = transposed ? in : out, depth = transposed ? out : in;
         auto x = random_values(size_t(depth) * batch, 14);
-        const PackedLayout layout = make_packed_layout(rows, depth, slices);
         std::vector<float> packed(layout.total_floats() + 16);
         // The kernel reads packed panels with aligned loads: align like the engine's arena does.
         float* aligned = packed.data();
         while (reinterpret_cast<uintptr_t>(aligned) % 64 != 0) ++aligned;
         pack_weights(layout, w.data(), aligned);
         std::vector<float> z(size_t(rows) * batch, std::nanf(""));
-        packed_linear_forward(layout, aligned, b.data(), x.data(), z.data(), batch);
+        if (transposed) packed_product_slices(layout, aligned, nullptr, x.data(), z.data(), batch, 0, layout.slices);
+        else packed_linear_forward(layout, aligned, b.data(), x.data(), z.data(), batch);
         WorkerTeam::shared().resize(1);
-        for (int o = 0; o < rows; ++o)
+        for (int r = 0; r < rows; ++r)
             for (int s = 0; s < batch; ++s) {
-                double sum = b[o];
-                for (int i = 0; i < depth; ++i) sum += double(w[size_t(o) * depth + i]) * x[size_t(s) * depth + i];
-                expect_close(z[size_t(s) * rows + o], sum, 1e-4, "Z", size_t(s) * rows + o);
+                double sum = transposed ? 0.0 : b[r];
+                for (int k = 0; k < depth; ++k) {
+                    const float weight = transposed ? w[size_t(k) * in + r] : w[size_t(r) * in + k];
+                    sum += double(weight) * x[size_t(s) * depth + k];
+                }
+                expect_close(z[size_t(s) * rows + r], sum, 1e-4, "product", size_t(s) * rows + r);
             }
     }
 

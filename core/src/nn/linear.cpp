@@ -33,43 +33,80 @@ void linear_forward(const float* weight, const float* bias, const float* input, 
     });
 }
 
-void linear_weight_grad(const float* input, const float* grad_output, float* grad_weight, float* grad_bias,
-                        int64_t in, int64_t out, int64_t batch, GradientWrite write) {
+namespace {
+
+// dW and db for output rows [first, end): a reduction over the batch, so split by output rows
+// and each element is summed by one thread in one order.
+void weight_grad_rows(const float* input, const float* grad_output, float* grad_weight, float* grad_bias,
+                      int64_t in, int64_t out, int64_t batch, GradientWrite write, int64_t first, int64_t end) {
     Eigen::Map<const ColMajor> X(input, in, batch);
     Eigen::Map<const ColMajor> dZ(grad_output, out, batch);
-    // dW and db reduce over the batch: split by output rows, so each element is summed by one
-    // thread in one order.
+    const int64_t count = end - first;
+    if (count <= 0) return;
+    Eigen::Map<RowMajor> dW(grad_weight + first * in, count, in);
+    Eigen::Map<Vector> db(grad_bias + first, count);
+    if (write == GradientWrite::overwrite) {
+        dW.noalias() = dZ.middleRows(first, count) * X.transpose();
+        db.noalias() = dZ.middleRows(first, count).rowwise().sum();
+    } else {
+        dW.noalias() += dZ.middleRows(first, count) * X.transpose();
+        db.noalias() += dZ.middleRows(first, count).rowwise().sum();
+    }
+}
+
+// Rows [first, end) of dX = W^T dZ; rows of dX are columns of W.
+void input_grad_rows(const float* weight, const float* grad_output, float* grad_input, int64_t in, int64_t out,
+                     int64_t batch, int64_t first, int64_t end) {
+    Eigen::Map<const RowMajor> W(weight, out, in);
+    Eigen::Map<const ColMajor> dZ(grad_output, out, batch);
+    Eigen::Map<ColMajor> dX(grad_input, in, batch);
+    const int64_t count = end - first;
+    if (count <= 0) return;
+    dX.middleRows(first, count).noalias() = W.middleCols(first, count).transpose() * dZ;
+}
+
+}  // namespace
+
+void linear_weight_grad(const float* input, const float* grad_output, float* grad_weight, float* grad_bias,
+                        int64_t in, int64_t out, int64_t batch, GradientWrite write) {
     parallel_range(out, in * batch, [&](int64_t first, int64_t end) {
-        const int64_t count = end - first;
-        Eigen::Map<RowMajor> dW(grad_weight + first * in, count, in);
-        Eigen::Map<Vector> db(grad_bias + first, count);
-        if (write == GradientWrite::overwrite) {
-            dW.noalias() = dZ.middleRows(first, count) * X.transpose();
-            db.noalias() = dZ.middleRows(first, count).rowwise().sum();
-        } else {
-            dW.noalias() += dZ.middleRows(first, count) * X.transpose();
-            db.noalias() += dZ.middleRows(first, count).rowwise().sum();
-        }
+        weight_grad_rows(input, grad_output, grad_weight, grad_bias, in, out, batch, write, first, end);
     });
 }
 
 void linear_input_grad(const float* weight, const float* grad_output, float* grad_input, int64_t in,
                        int64_t out, int64_t batch) {
-    Eigen::Map<const RowMajor> W(weight, out, in);
-    Eigen::Map<const ColMajor> dZ(grad_output, out, batch);
-    Eigen::Map<ColMajor> dX(grad_input, in, batch);
-    // Rows of dX are columns of W.
     parallel_range(in, out * batch, [&](int64_t first, int64_t end) {
-        const int64_t count = end - first;
-        dX.middleRows(first, count).noalias() = W.middleCols(first, count).transpose() * dZ;
+        input_grad_rows(weight, grad_output, grad_input, in, out, batch, first, end);
     });
 }
 
 void linear_backward(const float* weight, const float* input, const float* grad_output,
                      float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
                      int64_t out, int64_t batch, GradientWrite write) {
-    linear_weight_grad(input, grad_output, grad_weight, grad_bias, in, out, batch, write);
-    if (grad_input) linear_input_grad(weight, grad_output, grad_input, in, out, batch);
+    if (!grad_input) {
+        linear_weight_grad(input, grad_output, grad_weight, grad_bias, in, out, batch, write);
+        return;
+    }
+    // Both products in one dispatch: each thread does its rows of dW, then its rows of dX,
+    // with no wait in between (they are independent), halving the hand-offs per layer.
+    parallel_members(2 * in * out * batch, [&](int member, int members) {
+        weight_grad_rows(input, grad_output, grad_weight, grad_bias, in, out, batch, write,
+                         out * member / members, out * (member + 1) / members);
+        input_grad_rows(weight, grad_output, grad_input, in, out, batch, in * member / members,
+                        in * (member + 1) / members);
+    });
+}
+
+void linear_backward_packed(const PackedLayout& transposed, const float* packed_transposed, const float* input,
+                            const float* grad_output, float* grad_weight, float* grad_bias, float* grad_input,
+                            int64_t in, int64_t out, int64_t batch, GradientWrite write) {
+    parallel_members(2 * in * out * batch, [&](int member, int members) {
+        weight_grad_rows(input, grad_output, grad_weight, grad_bias, in, out, batch, write,
+                         out * member / members, out * (member + 1) / members);
+        packed_product_slices(transposed, packed_transposed, nullptr, grad_output, grad_input, batch,
+                              transposed.slices * member / members, transposed.slices * (member + 1) / members);
+    });
 }
 
 }  // namespace trainbench

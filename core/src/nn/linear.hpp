@@ -4,6 +4,8 @@
 // stores it, so the same bytes go to and from safetensors untouched.
 #include <cstdint>
 
+#include "nn/packed_weights.hpp"
+
 namespace trainbench {
 
 // How a backward pass writes the weight gradients: the first micro-batch of an update
@@ -26,5 +28,10 @@ void linear_input_grad(const float* weight, const float* grad_output, float* gra
 void linear_backward(const float* weight, const float* input, const float* grad_output,
                      float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
                      int64_t out, int64_t batch, GradientWrite write);
+
+// linear_backward with W^T already packed (PackedOperand::weights_transposed) for dX.
+void linear_backward_packed(const PackedLayout& transposed, const float* packed_transposed, const float* input,
+                            const float* grad_output, float* grad_weight, float* grad_bias, float* grad_input,
+                            int64_t in, int64_t out, int64_t batch, GradientWrite write);
 
 }  // namespace trainbench

@@ -20,11 +20,16 @@ namespace {
 
 using Index = Eigen::Index;
 using Traits = Eigen::internal::gebp_traits<float, float>;
-using LhsMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::RowMajor>;
+using RowMajorMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::RowMajor>;
+using ColMajorMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::ColMajor>;
 using RhsMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::ColMajor>;
 using ResMapper = Eigen::internal::blas_data_mapper<float, Index, Eigen::ColMajor, Eigen::Unaligned, 1>;
-using PackLhs = Eigen::internal::gemm_pack_lhs<float, Index, LhsMapper, Traits::mr, Traits::LhsProgress,
-                                               typename Traits::LhsPacket4Packing, Eigen::RowMajor>;
+// W [out x in] row-major is read as a row-major matrix; W^T as the column-major [in x out]
+// matrix that the same bytes are.
+using PackRowMajor = Eigen::internal::gemm_pack_lhs<float, Index, RowMajorMapper, Traits::mr, Traits::LhsProgress,
+                                                    typename Traits::LhsPacket4Packing, Eigen::RowMajor>;
+using PackColMajor = Eigen::internal::gemm_pack_lhs<float, Index, ColMajorMapper, Traits::mr, Traits::LhsProgress,
+                                                    typename Traits::LhsPacket4Packing, Eigen::ColMajor>;
 using PackRhs = Eigen::internal::gemm_pack_rhs<float, Index, RhsMapper, Traits::nr, Eigen::ColMajor>;
 using Kernel = Eigen::internal::gebp_kernel<float, float, Index, ResMapper, Traits::mr, Traits::nr, false, false>;
 
@@ -51,63 +56,76 @@ int64_t PackedLayout::block_offset(int64_t slice, int64_t k_block) const {
     return offset;
 }
 
-PackedLayout make_packed_layout(int64_t rows, int64_t depth, int slices) {
+PackedLayout make_packed_layout(PackedOperand operand, int64_t in, int64_t out, int slices) {
     PackedLayout layout;
-    layout.rows = rows;
-    layout.depth = depth;
-    layout.slices = std::max<int64_t>(1, std::min<int64_t>(slices, rows));
+    layout.operand = operand;
+    layout.rows = operand == PackedOperand::weights ? out : in;
+    layout.depth = operand == PackedOperand::weights ? in : out;
+    layout.slices = std::max<int64_t>(1, std::min<int64_t>(slices, layout.rows));
     // Eigen's own choice of depth block for a slice of this size and a 256-column operand.
-    Index k = depth, m = std::max<int64_t>(1, rows / layout.slices), n = 256;
+    Index k = layout.depth, m = std::max<int64_t>(1, layout.rows / layout.slices), n = 256;
     Eigen::internal::computeProductBlockingSizes<float, float, 1, Index>(k, m, n, 1);
     layout.depth_block = std::clamp<int64_t>(k, 1, kMaxDepthBlock);
     return layout;
 }
 
 void pack_weights(const PackedLayout& layout, const float* weight, float* packed) {
-    const LhsMapper lhs(weight, layout.depth);
+    const int64_t in = layout.operand == PackedOperand::weights ? layout.depth : layout.rows;
     parallel_range(layout.slices, (layout.rows / layout.slices) * layout.depth / 8, [&](int64_t first, int64_t end) {
-        PackLhs pack;
         for (int64_t s = first; s < end; ++s) {
             const int64_t row = layout.slice_begin(s), rows = layout.slice_begin(s + 1) - row;
             for (int64_t kb = 0; kb < layout.depth_blocks(); ++kb) {
                 const int64_t k = kb * layout.depth_block;
                 const int64_t depth = std::min(layout.depth_block, layout.depth - k);
-                pack(packed + layout.block_offset(s, kb), lhs.getSubMapper(row, k), depth, rows);
+                float* block = packed + layout.block_offset(s, kb);
+                if (layout.operand == PackedOperand::weights)
+                    PackRowMajor()(block, RowMajorMapper(weight, in).getSubMapper(row, k), depth, rows);
+                else
+                    PackColMajor()(block, ColMajorMapper(weight, in).getSubMapper(row, k), depth, rows);
             }
         }
     });
 }
 
-void packed_linear_forward(const PackedLayout& layout, const float* packed, const float* bias,
-                           const float* input, float* output, int64_t batch) {
+void packed_product_slices(const PackedLayout& layout, const float* packed, const float* bias,
+                           const float* input, float* output, int64_t batch, int64_t first, int64_t end) {
+    const int64_t row = layout.slice_begin(first), rows = layout.slice_begin(end) - row;
+    if (rows <= 0) return;
     const RhsMapper rhs(input, layout.depth);
     const ResMapper res(output, layout.rows);
     const int64_t column_block = std::min(batch, kMaxColumnBlock);
-    parallel_range(layout.slices, (layout.rows / layout.slices) * layout.depth * batch, [&](int64_t first, int64_t end) {
-        // The packed columns of X for one block: on the stack (at most ~0.6 MB), so the
-        // product allocates nothing.
-        const size_t block_bytes = static_cast<size_t>(layout.depth_block * column_block) * sizeof(float) + 64;
-        auto* block = reinterpret_cast<float*>(
-            (reinterpret_cast<std::uintptr_t>(alloca(block_bytes)) + 63) & ~std::uintptr_t{63});
-        PackRhs pack;
-        Kernel kernel;
-        const int64_t row = layout.slice_begin(first), rows = layout.slice_begin(end) - row;
-        // Z starts as the bias; the kernel adds W X to it, depth block by depth block.
-        for (int64_t j = 0; j < batch; ++j)
-            std::copy(bias + row, bias + row + rows, output + j * layout.rows + row);
-        for (int64_t j = 0; j < batch; j += column_block) {
-            const int64_t columns = std::min(column_block, batch - j);
-            for (int64_t kb = 0; kb < layout.depth_blocks(); ++kb) {
-                const int64_t k = kb * layout.depth_block;
-                const int64_t depth = std::min(layout.depth_block, layout.depth - k);
-                pack(block, rhs.getSubMapper(k, j), depth, columns);
-                for (int64_t s = first; s < end; ++s) {
-                    const int64_t slice_row = layout.slice_begin(s);
-                    kernel(res.getSubMapper(slice_row, j), packed + layout.block_offset(s, kb), block,
-                           layout.slice_begin(s + 1) - slice_row, depth, columns, 1.0f);
-                }
+    // The packed columns of B for one block: on the stack (at most ~0.6 MB), so the product
+    // allocates nothing.
+    const size_t block_bytes = static_cast<size_t>(layout.depth_block * column_block) * sizeof(float) + 64;
+    auto* block = reinterpret_cast<float*>(
+        (reinterpret_cast<std::uintptr_t>(alloca(block_bytes)) + 63) & ~std::uintptr_t{63});
+    // C starts as the bias (or zero); the kernel adds M B to it, depth block by depth block.
+    for (int64_t j = 0; j < batch; ++j) {
+        float* column = output + j * layout.rows + row;
+        if (bias) std::copy(bias + row, bias + row + rows, column);
+        else std::fill(column, column + rows, 0.0f);
+    }
+    PackRhs pack;
+    Kernel kernel;
+    for (int64_t j = 0; j < batch; j += column_block) {
+        const int64_t columns = std::min(column_block, batch - j);
+        for (int64_t kb = 0; kb < layout.depth_blocks(); ++kb) {
+            const int64_t k = kb * layout.depth_block;
+            const int64_t depth = std::min(layout.depth_block, layout.depth - k);
+            pack(block, rhs.getSubMapper(k, j), depth, columns);
+            for (int64_t s = first; s < end; ++s) {
+                const int64_t slice_row = layout.slice_begin(s);
+                kernel(res.getSubMapper(slice_row, j), packed + layout.block_offset(s, kb), block,
+                       layout.slice_begin(s + 1) - slice_row, depth, columns, 1.0f);
             }
         }
+    }
+}
+
+void packed_linear_forward(const PackedLayout& layout, const float* packed, const float* bias,
+                           const float* input, float* output, int64_t batch) {
+    parallel_range(layout.slices, (layout.rows / layout.slices) * layout.depth * batch, [&](int64_t first, int64_t end) {
+        packed_product_slices(layout, packed, bias, input, output, batch, first, end);
     });
 }
 

@@ -4,18 +4,26 @@
 //
 // An ordinary product packs its large operand on every call. With gradient accumulation the
 // same W meets step_size micro-batches of step_size-times fewer columns, so the share of time
-// spent packing grows with step_size (measured: ~+9% of an update at step_size 4 on the
-// benchmark MLP). The engine packs each layer's W after every optimizer step (it changes
-// nowhere else) and every forward product reads the packed copy. The copy costs one more
-// W-sized buffer, counted as workspace.
+// spent packing grows with step_size (perf, benchmark MLP, step_size 4: the forward's packing
+// of W took ~9% of an update, the input gradient's packing of W^T ~3%). The engine packs each
+// layer's W (for Z = W X) and W^T (for dX = W^T dZ) the first time they are needed after the
+// weights changed, and every product of the update reads those copies: two more W-sized
+// buffers, counted as workspace.
 #include <cstdint>
 
 namespace trainbench {
 
+// Which matrix a packed block holds, given W stored [out x in] row-major (torch's layout).
+enum class PackedOperand {
+    weights,             // W: rows = out, depth = in (forward)
+    weights_transposed,  // W^T: rows = in, depth = out (input gradient)
+};
+
 // Where each block of a packed [rows x depth] matrix lives. The rows are split into `slices`
-// contiguous slices (one per worker thread when packed) and the depth into blocks of
-// `depth_block`; each (slice, depth block) is one packed block, 64-byte aligned.
+// contiguous slices (one per worker thread) and the depth into blocks of `depth_block`; each
+// (slice, depth block) is one packed block, 64-byte aligned.
 struct PackedLayout {
+    PackedOperand operand = PackedOperand::weights;
     int64_t rows = 0;
     int64_t depth = 0;
     int64_t slices = 1;
@@ -28,13 +36,20 @@ struct PackedLayout {
     int64_t total_floats() const { return block_offset(slices, 0); }
 };
 
-PackedLayout make_packed_layout(int64_t rows, int64_t depth, int slices);
+// The layout for W of a Linear layer with `in` inputs and `out` outputs.
+PackedLayout make_packed_layout(PackedOperand operand, int64_t in, int64_t out, int slices);
 
-// Packs W ([rows x depth], row-major, as torch stores Linear weights) into `packed`.
+// Packs W ([out x in], row-major) or its transpose, as the layout says, into `packed`.
 void pack_weights(const PackedLayout& layout, const float* weight, float* packed);
 
-// Z = W X + b with W packed: X is [depth x batch] and Z [rows x batch], both column-major.
-// Each element of Z is summed in the same order whatever the number of threads.
+// Rows [slice_begin(first), slice_begin(end)) of C = M B (+ bias), where M is the packed
+// matrix, B is [depth x batch] and C [rows x batch], both column-major. With a bias, C starts
+// as the bias; without, C is overwritten. Runs on the calling thread; each element of C is
+// summed in the same order whatever the slicing.
+void packed_product_slices(const PackedLayout& layout, const float* packed, const float* bias,
+                           const float* input, float* output, int64_t batch, int64_t first, int64_t end);
+
+// Z = W X + b over the worker team, W packed as PackedOperand::weights.
 void packed_linear_forward(const PackedLayout& layout, const float* packed, const float* bias,
                            const float* input, float* output, int64_t batch);
 

@@ -30,4 +30,16 @@ void parallel_range(int64_t n, int64_t work_per_item, Body body) {
         &context);
 }
 
+// Runs body(member, members) once per member of the shared WorkerTeam (or body(0, 1) on the
+// calling thread when `total_work` is too small), for work split in more than one way.
+template <class Body>
+void parallel_members(int64_t total_work, Body body) {
+    WorkerTeam& team = WorkerTeam::shared();
+    if (team.members() <= 1 || total_work < kMinParallelWork) {
+        body(0, 1);
+        return;
+    }
+    team.run([](void* raw, int member, int count) { (*static_cast<Body*>(raw))(member, count); }, &body);
+}
+
 }  // namespace trainbench

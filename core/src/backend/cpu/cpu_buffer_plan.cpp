@@ -30,10 +30,18 @@ CpuBufferPlan make_cpu_buffer_plan(const EngineSpec& spec) {
     plan.parameter_count = offset;
     const int threads = spec.threads > 0 ? spec.threads
                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    for (auto& slice : plan.layers) {
-        slice.packed = make_packed_layout(slice.out, slice.in, threads);
-        slice.packed_offset = plan.packed_floats;
-        plan.packed_floats += (slice.packed.total_floats() + slice.out + 15) / 16 * 16;  // keeps blocks 64-byte aligned
+    auto take_packed = [&plan](int64_t floats) {
+        const int64_t offset = plan.packed_floats;
+        plan.packed_floats += (floats + 15) / 16 * 16;  // keeps every block 64-byte aligned
+        return offset;
+    };
+    for (size_t i = 0; i < plan.layers.size(); ++i) {
+        auto& slice = plan.layers[i];
+        slice.packed = make_packed_layout(PackedOperand::weights, slice.in, slice.out, threads);
+        slice.packed_offset = take_packed(slice.packed.total_floats() + slice.out);
+        if (i == 0) continue;
+        slice.packed_transposed = make_packed_layout(PackedOperand::weights_transposed, slice.in, slice.out, threads);
+        slice.packed_transposed_offset = take_packed(slice.packed_transposed.total_floats());
     }
     plan.optimizer_slots = optimizer_state_slots(spec.optimizer);
     plan.half = spec.precision != Precision::fp32;
@@ -74,7 +82,7 @@ BytesByCategory CpuBufferPlan::planned_bytes() const {
     for (int64_t r = 0; r < recompute_slots(); ++r)
         for (int64_t k = 0; k < per_slot_sets; ++k) add(MemoryCategory::activations, widest_hidden * micro_batch * e);
 
-    add(MemoryCategory::workspace, packed_floats * 4);         // packed weights (nn/packed_weights.hpp)
+    add(MemoryCategory::workspace, packed_floats * 4);         // packed W and W^T (nn/packed_weights.hpp)
     add(MemoryCategory::workspace, widest * micro_batch * 4);  // gradient ping
     add(MemoryCategory::workspace, widest * micro_batch * 4);  // gradient pong
     if (half) {

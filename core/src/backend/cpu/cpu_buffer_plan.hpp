@@ -13,8 +13,12 @@ namespace trainbench {
 struct LayerSlice {
     int64_t in = 0, out = 0;
     int64_t weight_offset = 0, bias_offset = 0;  // into the flat parameter array
-    PackedLayout packed;                         // W as the forward product reads it
-    int64_t packed_offset = 0;                   // into the packed-weights buffer: W, then b
+    // Into the packed-weights buffer: W packed for the forward product, then b, then W^T
+    // packed for the input gradient (not for the first layer, which has none).
+    PackedLayout packed;
+    int64_t packed_offset = 0;
+    PackedLayout packed_transposed;
+    int64_t packed_transposed_offset = 0;
 };
 
 struct CpuBufferPlan {

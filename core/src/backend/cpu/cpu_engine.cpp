@@ -250,8 +250,8 @@ private:
         return plan_.half ? weights + slice.in * slice.out : master_ + slice.bias_offset;
     }
 
-    // Packs every layer's weights for the forward products (and copies its bias beside them),
-    // once per update: the first product after the weights changed does it.
+    // Packs every layer's W for the forward products (with its bias beside it) and W^T for the
+    // input gradients, once per update: the first forward pass after the weights changed does it.
     void refresh_packed_weights() {
         if (!packed_stale_) return;
         for (size_t i = 0; i < plan_.layers.size(); ++i) {
@@ -261,6 +261,7 @@ private:
             float* packed = packed_ + slice.packed_offset;
             pack_weights(slice.packed, w, packed);
             std::copy(b, b + slice.out, packed + slice.packed.total_floats());
+            if (i > 0) pack_weights(slice.packed_transposed, w, packed_ + slice.packed_transposed_offset);
         }
         packed_stale_ = false;
     }
@@ -346,15 +347,18 @@ private:
             if (plan_.half) round_to_16bit(spec_.precision, g_[current], slice.out * n);
             if (j > 0) ensure_resident(j, n);
             const float* input = activation_f32(j, n, wide_a_);
-            const float* w = layer_weights(j);
-            float* grad_input = j > 0 ? g_[1 - current] : nullptr;
-            linear_backward(w, input, g_[current], grads_ + slice.weight_offset, grads_ + slice.bias_offset,
-                            grad_input, slice.in, slice.out, n,
-                            grads_stale_ ? GradientWrite::overwrite : GradientWrite::accumulate);
+            const GradientWrite write = grads_stale_ ? GradientWrite::overwrite : GradientWrite::accumulate;
+            float* weight_grad = grads_ + slice.weight_offset;
+            float* bias_grad = grads_ + slice.bias_offset;
             if (j > 0) {
+                linear_backward_packed(slice.packed_transposed, packed_ + slice.packed_transposed_offset, input,
+                                       g_[current], weight_grad, bias_grad, g_[1 - current], slice.in, slice.out, n,
+                                       write);
                 const float* z = preactivation_f32(j, n, wide_z_);
-                activation_backward(spec_.activation, z, input, grad_input, slice.in * n);
+                activation_backward(spec_.activation, z, input, g_[1 - current], slice.in * n);
                 current = 1 - current;
+            } else {
+                linear_weight_grad(input, g_[current], weight_grad, bias_grad, slice.in, slice.out, n, write);
             }
         }
     }
