@@ -5,6 +5,7 @@
 // update, so the two columns compare directly.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "nn/activation.hpp"
 #include "nn/linear.hpp"
 #include "nn/loss.hpp"
+#include "nn/packed_weights.hpp"
 #include "optim/gradient_norm.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/worker_team.hpp"
@@ -69,6 +71,33 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < global_batch; ++i) indices[i] = (i * 7919) % data.train.count;
     std::vector<int32_t> labels(global_batch);
 
+    // The engine's packed copies of W (forward) and W^T (input gradient), made once per update.
+    using trainbench::PackedOperand;
+    std::vector<trainbench::PackedLayout> forward_layouts, transposed_layouts;
+    std::vector<std::vector<float>> packed_storage;
+    std::vector<float*> packed_forward, packed_transposed;
+    auto aligned_buffer = [&](int64_t floats) {
+        packed_storage.emplace_back(static_cast<size_t>(floats + 16));
+        float* p = packed_storage.back().data();
+        while (reinterpret_cast<std::uintptr_t>(p) % 64 != 0) ++p;
+        return p;
+    };
+    for (int l = 0; l < 3; ++l) {
+        forward_layouts.push_back(trainbench::make_packed_layout(PackedOperand::weights, widths[l], widths[l + 1], threads));
+        transposed_layouts.push_back(
+            trainbench::make_packed_layout(PackedOperand::weights_transposed, widths[l], widths[l + 1], threads));
+        packed_forward.push_back(aligned_buffer(forward_layouts.back().total_floats()));
+        packed_transposed.push_back(aligned_buffer(transposed_layouts.back().total_floats()));
+    }
+    auto pack_all = [&] {
+        for (int l = 0; l < 3; ++l) {
+            const float* w = &params[offsets[l]];
+            trainbench::pack_weights(forward_layouts[l], w, packed_forward[l]);
+            if (l > 0) trainbench::pack_weights(transposed_layouts[l], w, packed_transposed[l]);
+        }
+    };
+    pack_all();
+
     trainbench::OptimizerConfig adam;
     adam.kind = trainbench::OptimizerKind::adam;
 
@@ -95,19 +124,19 @@ int main(int argc, char** argv) {
         using trainbench::Activation;
         std::vector<Piece> pieces = {
             {"gather batch (uint8 -> float)", [&](int) { trainbench::gather_samples(data.train, indices.data(), n, x.data(), labels.data(), nullptr); }},
-            {"L1 forward 784->1024", [&](int) { trainbench::linear_forward(w[0], b[0], x.data(), z1.data(), 784, 1024, n); }, 2.0 * 784 * 1024},
+            {"pack W and W^T (once)", [&](int) { pack_all(); }, 0.0, true},
+            {"L1 forward 784->1024", [&](int) { trainbench::packed_linear_forward(forward_layouts[0], packed_forward[0], b[0], x.data(), z1.data(), n); }, 2.0 * 784 * 1024},
             {"relu forward x2", [&](int) {
                  trainbench::activation_forward(Activation::relu, z1.data(), a1.data(), 1024 * n);
                  trainbench::activation_forward(Activation::relu, z2.data(), a2.data(), 1024 * n); }},
-            {"L2 forward 1024->1024", [&](int) { trainbench::linear_forward(w[1], b[1], a1.data(), z2.data(), 1024, 1024, n); }, 2.0 * 1024 * 1024},
-            {"L3 forward 1024->10", [&](int) { trainbench::linear_forward(w[2], b[2], a2.data(), logits.data(), 1024, 10, n); }, 2.0 * 1024 * 10},
+            {"L2 forward 1024->1024", [&](int) { trainbench::packed_linear_forward(forward_layouts[1], packed_forward[1], b[1], a1.data(), z2.data(), n); }, 2.0 * 1024 * 1024},
+            {"L3 forward 1024->10", [&](int) { trainbench::packed_linear_forward(forward_layouts[2], packed_forward[2], b[2], a2.data(), logits.data(), n); }, 2.0 * 1024 * 10},
             {"softmax cross-entropy", [&](int) { trainbench::softmax_cross_entropy(logits.data(), labels.data(), 10, n, g_a.data(), 1.0f / 256, nullptr); }},
-            {"L3 backward dW,db,dX", [&](int micro) { trainbench::linear_backward(w[2], a2.data(), g_a.data(), gw[2], gb[2], g_b.data(), 1024, 10, n, write_mode(micro)); }, 4.0 * 1024 * 10},
+            {"L3 backward dW,db,dX", [&](int micro) { trainbench::linear_backward_packed(transposed_layouts[2], packed_transposed[2], a2.data(), g_a.data(), gw[2], gb[2], g_b.data(), 1024, 10, n, write_mode(micro)); }, 4.0 * 1024 * 10},
             {"relu backward x2", [&](int) {
                  trainbench::activation_backward(Activation::relu, nullptr, a2.data(), g_b.data(), 1024 * n);
                  trainbench::activation_backward(Activation::relu, nullptr, a1.data(), g_a.data(), 1024 * n); }},
-            {"L2 backward dW,db", [&](int micro) { trainbench::linear_weight_grad(a1.data(), g_b.data(), gw[1], gb[1], 1024, 1024, n, write_mode(micro)); }, 2.0 * 1024 * 1024},
-            {"L2 backward dX", [&](int) { trainbench::linear_input_grad(w[1], g_b.data(), g_a.data(), 1024, 1024, n); }, 2.0 * 1024 * 1024},
+            {"L2 backward dW,db,dX", [&](int micro) { trainbench::linear_backward_packed(transposed_layouts[1], packed_transposed[1], a1.data(), g_b.data(), gw[1], gb[1], g_a.data(), 1024, 1024, n, write_mode(micro)); }, 4.0 * 1024 * 1024},
             {"L1 backward dW,db", [&](int micro) { trainbench::linear_weight_grad(x.data(), g_a.data(), gw[0], gb[0], 784, 1024, n, write_mode(micro)); }, 2.0 * 784 * 1024},
             {"grad norm (sum of squares)", [&](int) {
                  if (trainbench::gradient_norm_squared(grads.data(), parameters) < 0) std::puts(""); }, 0.0, true},

@@ -76,7 +76,10 @@ def throughput_section(args):
         return 100.0 * update_gflop / (row["median_ms"] / 1000.0) / peak
 
     def overhead(rows):
-        return 100.0 * (rows["fp32-step4"]["median_ms"] / rows["fp32-step1"]["median_ms"] - 1.0)
+        """step_size 4 against step_size 1, paired by round (the two ran side by side in each
+        round): the median of the rounds' ratios."""
+        pairs = zip(rows["fp32-step4"]["round_medians_ms"], rows["fp32-step1"]["round_medians_ms"])
+        return 100.0 * (statistics.median(four / one for four, one in pairs) - 1.0)
 
     t1, t4 = ours["fp32-step1"], ours["fp32-step4"]
     p1, p4 = theirs["fp32-step1"], theirs["fp32-step4"]
@@ -111,8 +114,12 @@ def throughput_section(args):
     out.append("")
     out.append(f"Model 784-1024-1024-10 ReLU ({gemm['mlp_parameters']:,} parameters), Fashion-MNIST, "
                f"global batch {t1['batch']}, Adam (lr 1e-3, PyTorch defaults), fp32. {len(t1['round_medians_ms'])} "
-               f"rounds, each running TrainBench then PyTorch (each program alternating its variants), "
-               f"{t1['updates'] // len(t1['round_medians_ms'])} timed updates per variant and round after 10 warm-up "
+               f"rounds, each running TrainBench, then PyTorch as installed, then PyTorch with OMP_WAIT_POLICY=PASSIVE; "
+               + (f"inside each program the variants run side by side, taking turns of {t1['interleave']} updates (the "
+                  "first update of each turn, whose caches hold the other variants' data, is not timed), so that "
+                  "load drifting over seconds hits them alike; " if t1.get("interleave", 0) >= 2 else
+                  "each program runs its variants one after the other; ")
+               + f"{t1['updates'] // len(t1['round_medians_ms'])} timed updates per variant and round after 10 warm-up "
                "updates; the time shown is the median of the rounds' median update times. The update time covers gathering the batch from the "
                "uint8 images, zero_grad, forward, loss, backward and the optimizer step on both sides "
                "(TrainBench: `StepMetrics::update_ms`).")
@@ -123,6 +130,9 @@ def throughput_section(args):
                "leaves libgomp's wait policy at its default (threads spin after each parallel region, fighting "
                "OpenBLAS's own spinning pthreads for the cores); `OMP_WAIT_POLICY=PASSIVE` makes them sleep "
                "instead, and is the fairer peer.")
+    out.append("")
+    out.append("The overhead column pairs the two variants round by round (they ran side by side) and takes the "
+               "median of the rounds' ratios.")
     out.append("")
     out.append("| | step_size 1 | step_size 4 (4 x 64) | step_size 4 overhead |")
     out.append("| --- | ---: | ---: | ---: |")
@@ -157,11 +167,12 @@ def throughput_section(args):
     out.append("")
     out.append("TrainBench's variants, the 16-bit and checkpointing ones for information (same global batch and data):")
     out.append("")
-    out.append("| variant | median update | samples/s | vs fp32 step 1 | peak activations |")
-    out.append("| --- | ---: | ---: | ---: | ---: |")
+    out.append("| variant | median update | samples/s | vs fp32 step 1 | peak activations | peak engine memory |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, row in ours.items():
         out.append(f"| {name} | {row['median_ms']:.1f} ms | {row['samples_per_second']:,.0f} | "
-                   f"{row['vs_fp32_step1_pct']:+.1f}% | {row['peak_activation_bytes'] / 2**20:.2f} MiB |")
+                   f"{row['vs_fp32_step1_pct']:+.1f}% | {row['peak_activation_bytes'] / 2**20:.2f} MiB | "
+                   f"{row['peak_live_bytes'] / 2**20:.1f} MiB |")
     out.append("")
     out.append(THROUGHPUT_END)
     return "\n".join(out)
