@@ -152,10 +152,15 @@ def throughput_section(args):
     out.append(f"| round medians (ms): PyTorch as installed | {rounds(p1)} | {rounds(p4)} | |")
     out.append(f"| round medians (ms): PyTorch PASSIVE | {rounds(q1)} | {rounds(q4)} | |")
     out.append("")
-    out.append(f"Targets of issue 2, judged against PyTorch's faster configuration: TrainBench >= {MIN_SPEEDUP}x "
-               "PyTorch's samples/s: "
+    installed1 = t1["samples_per_second"] / p1["samples_per_second"]
+    installed4 = t4["samples_per_second"] / p4["samples_per_second"]
+    out.append(f"Targets of issue 2. TrainBench >= {MIN_SPEEDUP}x PyTorch's samples/s, against PyTorch as the issue "
+               "names it (Debian's python3-torch with libopenblas0-pthread, as installed): "
+               f"{verdict(installed1 >= MIN_SPEEDUP)} at step_size 1 ({installed1:.2f}x), "
+               f"{verdict(installed4 >= MIN_SPEEDUP)} at step_size 4 ({installed4:.2f}x); against PyTorch's faster "
+               "configuration on this machine (the stricter reading): "
                f"{verdict(ratio1 >= MIN_SPEEDUP)} at step_size 1 ({ratio1:.2f}x), "
-               f"{verdict(ratio4 >= MIN_SPEEDUP)} at step_size 4 ({ratio4:.2f}x); step_size 4 costing under "
+               f"{verdict(ratio4 >= MIN_SPEEDUP)} at step_size 4 ({ratio4:.2f}x). Step_size 4 costing under "
                f"{MAX_ACCUMULATION_OVERHEAD_PCT:.0f}% against step_size 1: "
                f"{verdict(our_overhead < MAX_ACCUMULATION_OVERHEAD_PCT)} ({our_overhead:+.1f}%).")
     out.append("")

@@ -12,7 +12,8 @@ namespace trainbench {
 // overwrites them (no separate zeroing pass), the later ones add to them.
 enum class GradientWrite { overwrite, accumulate };
 
-// Z = W X + b
+// Z = W X + b. The engine's forward uses packed_linear_forward (nn/packed_weights.hpp), the
+// same product over W packed once per update; this plain form is the reference the tests use.
 void linear_forward(const float* weight, const float* bias, const float* input, float* output,
                     int64_t in, int64_t out, int64_t batch);
 

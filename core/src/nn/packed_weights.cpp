@@ -22,7 +22,7 @@ using Index = Eigen::Index;
 using Traits = Eigen::internal::gebp_traits<float, float>;
 using RowMajorMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::RowMajor>;
 using ColMajorMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::ColMajor>;
-using RhsMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::ColMajor>;
+using RhsMapper = ColMajorMapper;  // X and dZ: [features x batch], column-major
 using ResMapper = Eigen::internal::blas_data_mapper<float, Index, Eigen::ColMajor, Eigen::Unaligned, 1>;
 // W [out x in] row-major is read as a row-major matrix; W^T as the column-major [in x out]
 // matrix that the same bytes are.

@@ -18,8 +18,8 @@
 #include "memory/tracking_arena.hpp"
 #include "nn/activation.hpp"
 #include "nn/linear.hpp"
-#include "nn/packed_weights.hpp"
 #include "nn/loss.hpp"
+#include "nn/packed_weights.hpp"
 #include "optim/gradient_norm.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/parallel_range.hpp"
@@ -369,9 +369,9 @@ private:
     float* master_ = nullptr;
     uint16_t* params16_ = nullptr;
     float* grads_ = nullptr;
-    float* packed_ = nullptr;      // plan_.packed_floats: each layer's packed W, then its bias
-    bool packed_stale_ = true;     // the weights changed since they were last packed
-    bool grads_stale_ = false;  // zero_grad() was called and no backward pass has run since
+    float* packed_ = nullptr;    // plan_.packed_floats: per layer packed W, its bias, packed W^T
+    bool packed_stale_ = true;   // the weights changed since they were last packed
+    bool grads_stale_ = false;   // zero_grad() was called and no backward pass has run since
     float* state_ = nullptr;  // optimizer_slots runs of parameter_count floats
     std::vector<void*> a_slots_, z_slots_;
     std::vector<void*> recompute_a_, recompute_z_;
