@@ -74,13 +74,6 @@ void linear_weight_grad(const float* input, const float* grad_output, float* gra
     });
 }
 
-void linear_input_grad(const float* weight, const float* grad_output, float* grad_input, int64_t in,
-                       int64_t out, int64_t batch) {
-    parallel_range(in, out * batch, [&](int64_t first, int64_t end) {
-        input_grad_rows(weight, grad_output, grad_input, in, out, batch, first, end);
-    });
-}
-
 void linear_backward(const float* weight, const float* input, const float* grad_output,
                      float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
                      int64_t out, int64_t batch, GradientWrite write) {

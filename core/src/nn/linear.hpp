@@ -21,11 +21,7 @@ void linear_forward(const float* weight, const float* bias, const float* input, 
 void linear_weight_grad(const float* input, const float* grad_output, float* grad_weight, float* grad_bias,
                         int64_t in, int64_t out, int64_t batch, GradientWrite write);
 
-// dX = W^T dZ
-void linear_input_grad(const float* weight, const float* grad_output, float* grad_input, int64_t in,
-                       int64_t out, int64_t batch);
-
-// Both of the above; dX only when grad_input is not null.
+// dW, db as above and dX = W^T dZ when grad_input is not null.
 void linear_backward(const float* weight, const float* input, const float* grad_output,
                      float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
                      int64_t out, int64_t batch, GradientWrite write);

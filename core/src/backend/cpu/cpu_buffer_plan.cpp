@@ -28,8 +28,8 @@ CpuBufferPlan make_cpu_buffer_plan(const EngineSpec& spec) {
         plan.layers.push_back(slice);
     }
     plan.parameter_count = offset;
-    const int threads = spec.threads > 0 ? spec.threads
-                                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    plan.threads = spec.threads > 0 ? spec.threads
+                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto take_packed = [&plan](int64_t floats) {
         const int64_t offset = plan.packed_floats;
         plan.packed_floats += (floats + 15) / 16 * 16;  // keeps every block 64-byte aligned
@@ -37,10 +37,10 @@ CpuBufferPlan make_cpu_buffer_plan(const EngineSpec& spec) {
     };
     for (size_t i = 0; i < plan.layers.size(); ++i) {
         auto& slice = plan.layers[i];
-        slice.packed = make_packed_layout(PackedOperand::weights, slice.in, slice.out, threads);
+        slice.packed = make_packed_layout(PackedOperand::weights, slice.in, slice.out, plan.threads);
         slice.packed_offset = take_packed(slice.packed.total_floats() + slice.out);
         if (i == 0) continue;
-        slice.packed_transposed = make_packed_layout(PackedOperand::weights_transposed, slice.in, slice.out, threads);
+        slice.packed_transposed = make_packed_layout(PackedOperand::weights_transposed, slice.in, slice.out, plan.threads);
         slice.packed_transposed_offset = take_packed(slice.packed_transposed.total_floats());
     }
     plan.optimizer_slots = optimizer_state_slots(spec.optimizer);

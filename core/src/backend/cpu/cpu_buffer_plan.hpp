@@ -34,6 +34,7 @@ struct CpuBufferPlan {
     int64_t micro_batch = 0;
     int64_t largest_layer_parameters = 0;
     int64_t packed_floats = 0;       // every layer's packed W and its bias
+    int threads = 1;                 // the spec's thread count, 0 resolved to all cores
 
     bool kept(int64_t l) const { return l % segment == 0; }
     int64_t recompute_slots() const { return segment - 1; }

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/compute_engine.hpp"
@@ -34,9 +33,7 @@ class CpuEngine final : public ComputeEngine {
 public:
     explicit CpuEngine(const EngineSpec& spec)
         : spec_(spec), plan_(make_cpu_buffer_plan(spec)), arena_(spec.memory_limit_bytes) {
-        const int threads = spec.threads > 0 ? spec.threads
-                                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-        WorkerTeam::shared().resize(threads);
+        WorkerTeam::shared().resize(plan_.threads);
 
         const int64_t p = plan_.parameter_count;
         if (plan_.half) {
