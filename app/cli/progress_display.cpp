@@ -4,6 +4,9 @@
 #include <cinttypes>
 #include <cmath>
 
+#include "trainbench/memory.hpp"
+#include "trainbench/run_config.hpp"
+
 namespace trainbench::cli {
 
 namespace {
@@ -42,6 +45,15 @@ void ProgressDisplay::start(const RunPlan& plan) {
                  " updates\n",
                  model.c_str(), plan.parameter_count, plan.train_samples, plan.global_batch,
                  plan.micro_batch, plan.step_size, plan.updates_per_epoch, plan.total_updates);
+    // What the engine will allocate at the peak of an update, before it allocates it: the
+    // figure a user sizes --memory-limit and --step-size by.
+    std::string categories;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) {
+        if (plan.planned_bytes[c] == 0) continue;
+        categories += (categories.empty() ? "" : ", ") + std::string(to_string(MemoryCategory(c))) + " " +
+                      format_bytes(plan.planned_bytes[c]);
+    }
+    std::fprintf(out_, "memory plan: %s (%s)\n", format_bytes(plan.planned_total()).c_str(), categories.c_str());
     std::fflush(out_);
 }
 

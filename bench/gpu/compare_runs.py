@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Compares two trainbench-cli runs: per-update losses (metrics CSV) and final weights
-(safetensors), as the maximum relative error of the losses and the norm-wise relative error
-of all weights. Prints one PASS/FAIL line and exits non-zero on FAIL."""
+"""Compares two trainbench-cli runs: per-update losses and validation losses (metrics CSV,
+matched by update number, so a resumed run's rows are compared with the same updates of a
+straight run) and final weights (safetensors), as the maximum relative error of the losses and
+the norm-wise relative error of all weights. With --exact, nothing but identical bits passes.
+Prints one PASS/FAIL line and exits non-zero on FAIL."""
 import argparse
 import csv
 import json
@@ -10,9 +12,9 @@ import struct
 import sys
 
 
-def read_losses(path):
+def read_rows(path):
     with open(path, newline="") as f:
-        return [float(row["loss"]) for row in csv.DictReader(f)]
+        return {int(row["update"]): row for row in csv.DictReader(f)}
 
 
 def read_safetensors(path):
@@ -27,13 +29,16 @@ def read_safetensors(path):
         if info["dtype"] != "F32":
             raise SystemExit(f"{path}: {name} is {info['dtype']}, expected F32")
         begin, end = info["data_offsets"]
-        count = (end - begin) // 4
-        tensors[name] = struct.unpack(f"<{count}f", data[begin:end])
+        tensors[name] = struct.unpack(f"<{(end - begin) // 4}f", data[begin:end])
     return tensors
 
 
-def weight_error(reference, candidate):
+def weight_errors(reference, candidate):
+    """Norm-wise relative error over all tensors, and how many values differ at all."""
+    if set(reference) != set(candidate):
+        raise SystemExit(f"tensor names differ: {sorted(set(reference) ^ set(candidate))}")
     diff = norm = 0.0
+    differing = 0
     for name, ref in reference.items():
         cand = candidate[name]
         if len(cand) != len(ref):
@@ -41,7 +46,12 @@ def weight_error(reference, candidate):
         for a, b in zip(cand, ref):
             diff += (a - b) ** 2
             norm += b * b
-    return math.sqrt(diff) / max(math.sqrt(norm), 1e-30)
+            differing += a != b or (math.isnan(a) != math.isnan(b))
+    return math.sqrt(diff) / max(math.sqrt(norm), 1e-30), differing
+
+
+def relative(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
 
 
 def main():
@@ -49,27 +59,41 @@ def main():
     parser.add_argument("--label", required=True)
     parser.add_argument("--reference", required=True, help="path prefix: PREFIX.csv and PREFIX.safetensors")
     parser.add_argument("--candidate", required=True)
-    parser.add_argument("--loss-tol", type=float, required=True)
-    parser.add_argument("--weight-tol", type=float, required=True)
+    parser.add_argument("--loss-tol", type=float, default=0.0)
+    parser.add_argument("--weight-tol", type=float, default=0.0)
+    parser.add_argument("--exact", action="store_true", help="identical losses and weight bits")
     parser.add_argument("--json-out")
     args = parser.parse_args()
 
-    ref_losses = read_losses(args.reference + ".csv")
-    cand_losses = read_losses(args.candidate + ".csv")
-    if len(ref_losses) != len(cand_losses) or not ref_losses:
-        print(f"FAIL {args.label}: {len(cand_losses)} updates vs {len(ref_losses)}")
+    reference, candidate = read_rows(args.reference + ".csv"), read_rows(args.candidate + ".csv")
+    missing = sorted(set(candidate) - set(reference))
+    if not candidate or missing:
+        print(f"FAIL {args.label}: {len(candidate)} updates, {len(missing)} not in the reference run")
         return 1
-    loss_err = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(cand_losses, ref_losses))
-    w_err = weight_error(read_safetensors(args.reference + ".safetensors"),
-                         read_safetensors(args.candidate + ".safetensors"))
-    ok = loss_err < args.loss_tol and w_err < args.weight_tol and all(map(math.isfinite, cand_losses))
-    print(f"{'PASS' if ok else 'FAIL'} {args.label}: {len(ref_losses)} updates, max loss rel. err "
-          f"{loss_err:.3g} (< {args.loss_tol:g}), final weights rel. err {w_err:.3g} (< {args.weight_tol:g})")
+    losses = [(float(candidate[u]["loss"]), float(reference[u]["loss"])) for u in sorted(candidate)]
+    val_losses = [(float(candidate[u]["val_loss"]), float(reference[u]["val_loss"])) for u in sorted(candidate)
+                  if candidate[u].get("val_loss") and reference[u].get("val_loss")]
+    loss_err = max(relative(a, b) for a, b in losses + val_losses)
+    finite = all(math.isfinite(a) for a, _ in losses + val_losses)
+    w_err, differing = weight_errors(read_safetensors(args.reference + ".safetensors"),
+                                     read_safetensors(args.candidate + ".safetensors"))
+    validation = f", {len(val_losses)} validation losses" if val_losses else ""
+    if args.exact:
+        ok = finite and differing == 0 and all(a == b for a, b in losses + val_losses)
+        detail = (f"{len(losses)} updates{validation}: "
+                  + ("identical losses and weight bits" if ok else
+                     f"max loss rel. err {loss_err:.3g}, {differing} weight values differ (rel. err {w_err:.3g})"))
+    else:
+        ok = finite and loss_err < args.loss_tol and w_err < args.weight_tol
+        detail = (f"{len(losses)} updates{validation}, max loss rel. err {loss_err:.3g} (< {args.loss_tol:g}), "
+                  f"final weights rel. err {w_err:.3g} (< {args.weight_tol:g})")
+    print(f"{'PASS' if ok else 'FAIL'} {args.label}: {detail}")
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump({"label": args.label, "updates": len(ref_losses), "loss_rel_err": loss_err,
-                       "weight_rel_err": w_err, "loss_tol": args.loss_tol,
-                       "weight_tol": args.weight_tol, "pass": ok}, f, indent=2)
+            json.dump({"label": args.label, "updates": len(losses), "validation_losses": len(val_losses),
+                       "loss_rel_err": loss_err, "weight_rel_err": w_err, "weight_values_differing": differing,
+                       "exact": args.exact, "loss_tol": args.loss_tol, "weight_tol": args.weight_tol,
+                       "pass": ok}, f, indent=2)
     return 0 if ok else 1
 
 

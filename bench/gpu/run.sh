@@ -1,62 +1,104 @@
 #!/usr/bin/env bash
 # Everything the CUDA engine must show, on a lent GPU machine (nvcc, CMake, PyTorch; no Qt, no
-# network). Before, on a networked machine: bench/gpu/fetch_deps.sh fills .deps/, which is
-# git-ignored, so the device tool must be told to take it along: run with carry [".deps"].
-#   build     trainbench_core + trainbench-cli with CUDA (-DTRAINBENCH_GUI=OFF, no tests: Qt)
-#   check     fp32 CUDA vs CPU over 50 updates (losses and final weights < 1e-4 rel.), bf16/fp16
-#             vs CPU fp32 within the documented tolerance, accumulation (step_size 4 vs 1) on
-#             the GPU, --preload-device vs per-micro-batch copies
-#   sanitize  compute-sanitizer memcheck and racecheck on a short run
-#   speed     784-4096-4096-4096-10, batch 4096, fp32/bf16/fp16 (trainbench)
-#   torch     the same in PyTorch eager (and torch.compile unless TORCH_COMPILE=0), and the
-#             measured bf16 GEMM peak
-#   summary   the table (TFLOP/s against the bf16 peak) and the checks
+# network). Before, on a networked Debian machine: bench/gpu/fetch_deps.sh fills .deps/ (Debian
+# packages as .deb files, and Fashion-MNIST), which is git-ignored, so the device tool must be
+# told to take it along: run with carry [".deps"].
+#   build     unpack .deps, build trainbench-cli, the CUDA products benchmark and the Qt Test
+#             suite of the CUDA engine (-DTRAINBENCH_GUI=OFF)
+#   tests     tests/core/test_cuda_engine.cpp on the GPU (CUDA vs CPU engine for every
+#             optimizer, activation and loss; mixed precision; accumulation; preload;
+#             checkpointing; the memory plan against the allocator)
+#   check     whole runs through the CLI: fp32 CUDA vs CPU over 50 updates (losses and final
+#             weights < 1e-4 rel.), bf16/fp16 vs CPU fp32, accumulation, preload,
+#             checkpointing, a checkpoint resumed on the GPU and on the CPU, epochs with
+#             partial batches and validation, and identical bits from identical runs
+#   sanitize  compute-sanitizer memcheck, racecheck, initcheck, synccheck on short runs
+#   products  the engine's own cuBLASLt products: 8192^3 and one MLP update's products
+#   speed     784-4096-4096-4096-10, batch 4096, fp32/bf16/fp16 (trainbench), with the memory
+#             plan, the allocator's figures and cudaMemGetInfo
+#   torch     the same in PyTorch eager (and torch.compile unless TORCH_COMPILE=0), its memory,
+#             and the measured bf16 GEMM peak
+#   summary   the tables and the checks
 # Usage: bench/gpu/run.sh [STAGE...]   (no stage: all of them, in this order). One device call
-# may run at most 10 minutes: split the stages over calls (the build and the results under
-# out/gpu stay on a warm machine between calls), e.g. "build check sanitize", then
-# "speed torch summary".
+# may run at most 10 minutes; a machine goes back 30 s after a call, so each call should name
+# `build` (about a minute on 16 cores) with the stages it wants.
 # Bulky files (logs, CSVs, weights, generated data) stay in out/gpu; $OUT, which brings at most
-# 8 files back, receives results.md, results.json, checks.txt, device.txt, torch.json and
-# logs.tar.gz.
+# 8 files back, receives results.md, results.json, checks.txt, device.txt and logs.tar.gz.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/bench/gpu"
 deps="$root/.deps"
+prefix="${TRAINBENCH_DEPS_PREFIX:-/tmp/trainbench-deps}"  # where the .deb files are unpacked
 work="$root/out/gpu"
+build="$root/build-gpu"
 mkdir -p "$work"
-touch "$work/checks.txt"
 jobs="$(nproc)"
 python="$(command -v python3)"
-cli="$root/build-gpu/app/trainbench-cli"
+cli="$build/app/trainbench-cli"
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(build check sanitize speed torch summary)
+[ ${#stages[@]} -gt 0 ] || stages=(build tests check sanitize products speed torch summary)
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+# A call that builds starts a new round of checks; later calls on the same machine add to it.
+if wants build; then : > "$work/checks.txt"; else touch "$work/checks.txt"; fi
 
-step() { printf '\n=== %s\n' "$*"; }
+step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 record() { echo "$*" | tee -a "$work/checks.txt"; }
+# Debian's libraries that this system lacks (and only those) for the Qt tools and tests.
+with_deps_libs() { LD_LIBRARY_PATH="$prefix/missing-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+
+unpack_deps() {
+  [ -e "$prefix/.unpacked" ] && return 0
+  ls "$deps"/debs/*.deb > /dev/null 2>&1 || { echo "missing $deps/debs: run bench/gpu/fetch_deps.sh first and carry .deps"; return 1; }
+  rm -rf "$prefix"
+  mkdir -p "$prefix/missing-libs"
+  local deb lib name
+  for deb in "$deps"/debs/*.deb; do
+    if command -v dpkg > /dev/null; then
+      dpkg -x "$deb" "$prefix" || return 1
+    else  # a .deb is an ar archive holding data.tar.*
+      (cd "$prefix" && ar p "$deb" "$(ar t "$deb" | grep '^data\.tar')" | tar -x) || return 1
+    fi
+  done
+  # A newer system library must win over Debian 12's copy, so only missing ones are linked.
+  for lib in "$prefix"/usr/lib/x86_64-linux-gnu/*.so.* "$prefix"/lib/x86_64-linux-gnu/*.so.*; do
+    name="$(basename "$lib")"
+    [[ "$name" =~ \.so\.[0-9]+$ ]] || continue
+    ldconfig -p | grep -q "^[[:space:]]*$name " || ln -sf "$lib" "$prefix/missing-libs/$name"
+  done
+  touch "$prefix/.unpacked"
+}
 
 step "device"
 {
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
   nvcc --version | tail -1
+  echo "torch $("$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>&1)"
+  echo "host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   date -u +%Y-%m-%dT%H:%MZ
 } | tee "$work/device.txt"
 
 if wants build; then
   step "build"
-  [ -d "$deps/usr" ] || { echo "missing $deps: run bench/gpu/fetch_deps.sh first and carry .deps"; exit 2; }
+  unpack_deps || exit 2
   zlib_args=()
   if [ ! -e /usr/include/zlib.h ]; then
-    zlib_args=(-DZLIB_INCLUDE_DIR="$deps/usr/include" -DZLIB_LIBRARY="$deps/usr/lib/x86_64-linux-gnu/libz.a")
+    zlib_args=(-DZLIB_INCLUDE_DIR="$prefix/usr/include" -DZLIB_LIBRARY="$prefix/usr/lib/x86_64-linux-gnu/libz.a")
   fi
-  cmake -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release -DTRAINBENCH_GUI=OFF \
-    -DTRAINBENCH_TESTS=OFF -DTRAINBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCMAKE_PREFIX_PATH="$deps/usr" -DEigen3_DIR="$deps/usr/share/eigen3/cmake" \
+  targets=(trainbench-cli cuda_products)
+  tests_flag=OFF
+  if [ -d "$prefix/usr/lib/x86_64-linux-gnu/cmake/Qt6Test" ]; then
+    tests_flag=ON
+    targets+=(core_test_cuda_engine)
+  fi
+  with_deps_libs cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTRAINBENCH_GUI=OFF \
+    -DTRAINBENCH_TESTS="$tests_flag" -DTRAINBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_PREFIX_PATH="$prefix/usr" -DEigen3_DIR="$prefix/usr/share/eigen3/cmake" \
     ${zlib_args[@]+"${zlib_args[@]}"} > "$work/configure.log" 2>&1 || { tail -30 "$work/configure.log"; exit 1; }
-  cmake --build "$root/build-gpu" --target trainbench-cli -j"$jobs" > "$work/build.log" 2>&1 \
-    || { grep -E "error" "$work/build.log" | head -30; exit 1; }
-  echo "built $cli"
+  with_deps_libs cmake --build "$build" --target "${targets[@]}" -j"$jobs" > "$work/build.log" 2>&1 \
+    || { grep -E "error|Error" "$work/build.log" | head -30; exit 1; }
+  echo "built: ${targets[*]}"
 fi
 [ -x "$cli" ] || { echo "no $cli: run the build stage first"; exit 1; }
 "$cli" devices 2>&1 | tee "$work/devices.txt" || true
@@ -84,30 +126,61 @@ echo "data: $data"
 
 train() {  # train NAME FLAGS...: one run, metrics and weights under $work/NAME.*
   local name="$1"; shift
-  "$cli" train --dataset "$data" --no-shuffle --seed 1 --quiet \
+  local dataset=(--dataset "$data")
+  [[ " $* " == *" --dataset "* ]] && dataset=()  # the run names its own
+  "$cli" train ${dataset[@]+"${dataset[@]}"} --no-shuffle --seed 1 --quiet \
     --metrics-out "$work/$name.csv" --save-weights "$work/$name.safetensors" "$@" > "$work/$name.log" 2>&1
   local status=$?
-  [ $status -eq 0 ] || { echo "run $name failed ($status):"; tail -5 "$work/$name.log"; }
+  [ $status -eq 0 ] || { record "FAIL run $name (exit $status): $(tail -1 "$work/$name.log")"; }
   return $status
 }
-compare() {  # compare LABEL REFERENCE CANDIDATE LOSS_TOL WEIGHT_TOL
-  local line
+compare() {  # compare LABEL REFERENCE CANDIDATE (LOSS_TOL WEIGHT_TOL | exact)
+  local line tolerance=(--loss-tol "${4:-0}" --weight-tol "${5:-0}")
+  [ "${4:-}" = "exact" ] && tolerance=(--exact)
+  [ -e "$work/$2.csv" ] && [ -e "$work/$3.csv" ] || { record "FAIL $1: a run it needs failed"; return; }
   line="$("$python" "$here/compare_runs.py" --label "$1" --reference "$work/$2" --candidate "$work/$3" \
-    --loss-tol "$4" --weight-tol "$5" --json-out "$work/check_$3.json" 2>&1)"
+    "${tolerance[@]}" --json-out "$work/check_$3.json" 2>&1)"
   record "$line"
 }
 
+if wants tests; then
+  step "tests: tests/core/test_cuda_engine.cpp on the GPU"
+  suite="$build/tests/core_test_cuda_engine"
+  if [ -x "$suite" ]; then
+    with_deps_libs "$suite" -o "$work/test_cuda_engine.txt,txt" > /dev/null 2>&1
+    status=$?
+    totals="$(grep -E "^Totals:" "$work/test_cuda_engine.txt")"
+    grep -E "^(FAIL|SKIP|QINFO)" "$work/test_cuda_engine.txt" | head -20
+    if [ $status -eq 0 ] && ! grep -q "^SKIP" "$work/test_cuda_engine.txt"; then
+      record "PASS Qt Test suite core/test_cuda_engine on the GPU: $totals"
+    else
+      record "FAIL Qt Test suite core/test_cuda_engine on the GPU (exit $status, skips count as failures here): $totals"
+    fi
+  else
+    record "FAIL Qt Test suite core/test_cuda_engine: not built (no Qt 6 Test in .deps)"
+  fi
+fi
+
 if wants check; then
   step "correctness: CUDA vs CPU"
-  : > "$work/checks.txt"  # a new round of checks replaces the last one's lines
-  small=(--hidden 256,256 --batch-size 256 --step-size 2 --max-steps 50 --optimizer adam --lr 1e-3)
+  model=(--hidden 256,256 --batch-size 256 --step-size 2 --optimizer adam --lr 1e-3)
+  small=("${model[@]}" --max-steps 50)
   train cpu_fp32 "${small[@]}" --device cpu --precision fp32 --threads "$jobs"
   train cuda_fp32 "${small[@]}" --device cuda --precision fp32
   compare "fp32 CUDA vs CPU (adam, 50 updates)" cpu_fp32 cuda_fp32 1e-4 1e-4
-  sgd=(--hidden 256,256 --batch-size 256 --step-size 2 --max-steps 50 --optimizer sgd --lr 0.05 --momentum 0.9 --activation gelu)
+  sgd=(--hidden 256,256 --batch-size 256 --step-size 2 --max-steps 50 --optimizer sgd --lr 0.05 --momentum 0.9
+       --activation gelu --clip-grad-norm 0.5)
   train cpu_fp32_sgd "${sgd[@]}" --device cpu --precision fp32 --threads "$jobs"
   train cuda_fp32_sgd "${sgd[@]}" --device cuda --precision fp32
-  compare "fp32 CUDA vs CPU (sgd momentum, gelu, 50 updates)" cpu_fp32_sgd cuda_fp32_sgd 1e-4 1e-4
+  compare "fp32 CUDA vs CPU (sgd momentum, gelu, clipping, 50 updates)" cpu_fp32_sgd cuda_fp32_sgd 1e-4 1e-4
+  # Whole epochs of a small set: partial last batches (4000 train rows, batch 384), the
+  # validation pass after each epoch, a cosine schedule with warmup, AdamW.
+  epochs=(--dataset spirals --samples 4000 --hidden 64,64 --batch-size 384 --step-size 3 --epochs 3
+          --optimizer adamw --lr 3e-3 --schedule cosine --warmup-steps 5 --activation tanh)
+  train cpu_epochs "${epochs[@]}" --device cpu --threads "$jobs"
+  train cuda_epochs "${epochs[@]}" --device cuda
+  compare "fp32 CUDA vs CPU (spirals, 3 epochs with partial batches and validation, adamw, cosine)" \
+    cpu_epochs cuda_epochs 1e-4 1e-4
   # Mixed precision against fp32 on the CPU. Tolerances (also in tests/core/test_cuda_engine.cpp):
   # bf16 keeps 8 significant bits, fp16 11; over 50 updates the losses stay within 2% (bf16) and
   # 1% (fp16), the weights within 2% and 0.5%.
@@ -116,40 +189,83 @@ if wants check; then
   train cuda_fp16 "${small[@]}" --device cuda --precision fp16
   compare "fp16 CUDA vs fp32 CPU (tolerance 1e-2 / 5e-3)" cpu_fp32 cuda_fp16 1e-2 5e-3
 
-  step "accumulation and preloading on the GPU"
+  step "accumulation, preloading, checkpointing, resuming on the GPU"
   accumulate=(--hidden 256,256 --batch-size 240 --max-steps 50 --optimizer sgd --lr 0.05 --momentum 0.9 --device cuda)
   train cuda_step1 "${accumulate[@]}" --step-size 1
   train cuda_step4 "${accumulate[@]}" --step-size 4
   compare "accumulation on CUDA: step_size 4 vs 1 (fp32)" cuda_step1 cuda_step4 1e-5 1e-5
+  train cuda_step1_bf16 "${accumulate[@]}" --step-size 1 --precision bf16
+  train cuda_step4_bf16 "${accumulate[@]}" --step-size 4 --precision bf16
+  compare "accumulation on CUDA: step_size 4 vs 1 (bf16, tolerance 1e-2)" cuda_step1_bf16 cuda_step4_bf16 1e-2 1e-2
   train cuda_preload "${small[@]}" --device cuda --precision fp32 --preload-device
   compare "--preload-device vs per-micro-batch copies (fp32)" cuda_fp32 cuda_preload 1e-6 1e-6
+  deep=(--hidden 256,256,256,256,256,256 --batch-size 256 --step-size 2 --max-steps 30 --optimizer adam
+        --lr 1e-3 --device cuda --activation gelu)
+  train cuda_deep "${deep[@]}"
+  train cuda_deep_checkpointed "${deep[@]}" --gradient-checkpointing
+  compare "--gradient-checkpointing vs keeping activations (fp32, 6 hidden layers, gelu)" \
+    cuda_deep cuda_deep_checkpointed 1e-6 1e-6
+  rm -rf "$work/resume_checkpoints"
+  train cuda_first_half "${model[@]}" --device cuda --precision fp32 --max-steps 25 \
+    --checkpoint-every 25 --checkpoint-dir "$work/resume_checkpoints"
+  train cuda_resumed "${small[@]}" --device cuda --precision fp32 --resume "$work/resume_checkpoints"
+  compare "checkpoint at update 25 resumed on CUDA vs 50 straight updates (identical bits)" \
+    cuda_fp32 cuda_resumed exact
+  train cpu_resumed "${small[@]}" --device cpu --threads "$jobs" --precision fp32 --resume "$work/resume_checkpoints"
+  compare "checkpoint written on CUDA, resumed on the CPU vs 50 CUDA updates" cuda_fp32 cpu_resumed 1e-4 1e-4
+
+  step "determinism: identical runs, identical bits"
+  train cuda_fp32_again "${small[@]}" --device cuda --precision fp32
+  compare "two identical fp32 CUDA runs" cuda_fp32 cuda_fp32_again exact
+  train cuda_bf16_again "${small[@]}" --device cuda --precision bf16
+  compare "two identical bf16 CUDA runs" cuda_bf16 cuda_bf16_again exact
+  train cuda_fp16_again "${small[@]}" --device cuda --precision fp16
+  compare "two identical fp16 CUDA runs" cuda_fp16 cuda_fp16_again exact
 fi
 
 if wants sanitize; then
   step "compute-sanitizer"
   if command -v compute-sanitizer > /dev/null; then
-    for tool in memcheck racecheck; do
-      compute-sanitizer --tool "$tool" --error-exitcode 9 "$cli" train --dataset "$data" --hidden 64,64 \
-        --batch-size 128 --step-size 2 --max-steps 3 --device cuda --precision bf16 --preload-device \
-        --quiet > "$work/sanitizer_$tool.log" 2>&1
-      status=$?
-      summary="$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$work/sanitizer_$tool.log" | tail -1)"
-      if [ $status -eq 0 ]; then record "PASS compute-sanitizer $tool: ${summary:-clean}"
-      else record "FAIL compute-sanitizer $tool (exit $status): ${summary:-see sanitizer_$tool.log}"; fi
-    done
+    short=(train --dataset "$data" --max-steps 3 --device cuda --quiet --batch-size 128 --step-size 2)
+    sanitize() {  # sanitize TOOL LABEL FLAGS...
+      local tool="$1" label="$2"; shift 2
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$cli" "${short[@]}" "$@" \
+        > "$work/sanitizer_${tool}_$label.log" 2>&1
+      local status=$? summary
+      summary="$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$work/sanitizer_${tool}_$label.log" | tail -1)"
+      if [ $status -eq 0 ]; then record "PASS compute-sanitizer $tool ($label): ${summary:-clean}"
+      else record "FAIL compute-sanitizer $tool ($label, exit $status): ${summary:-$(tail -1 "$work/sanitizer_${tool}_$label.log")}"; fi
+    }
+    bf16_preload=(--hidden 64,64 --precision bf16 --preload-device --optimizer adam)
+    fp32_copies=(--hidden 64,64,64,64 --precision fp32 --gradient-checkpointing --activation gelu --optimizer rmsprop)
+    fp16_scaled=(--hidden 64,64 --precision fp16 --optimizer sgd --momentum 0.9 --clip-grad-norm 1)
+    sanitize memcheck bf16-preload "${bf16_preload[@]}"
+    sanitize memcheck fp32-checkpointing "${fp32_copies[@]}"
+    sanitize memcheck fp16 "${fp16_scaled[@]}"
+    sanitize racecheck bf16-preload "${bf16_preload[@]}"
+    sanitize initcheck fp32-checkpointing "${fp32_copies[@]}"
+    sanitize synccheck bf16-preload "${bf16_preload[@]}"
   else
-    record "SKIP compute-sanitizer: not on PATH"
+    record "FAIL compute-sanitizer: not on PATH"
   fi
+fi
+
+if wants products; then
+  step "products: the engine's cuBLASLt products"
+  "$build/bench/cuda_products" --out "$work/products.json" 2>&1 | tee "$work/products.txt"
 fi
 
 if wants speed; then
   step "speed: trainbench"
-  speed=(--hidden 4096,4096,4096 --batch-size 4096 --step-size 1 --max-steps 30 --optimizer sgd --lr 0.01
+  speed=(--hidden 4096,4096,4096 --batch-size 4096 --max-steps 40 --optimizer sgd --lr 0.01
          --device cuda --preload-device --prefetch 2)
-  for precision in fp32 bf16 fp16; do
-    "$cli" train --dataset "$data" --no-shuffle --seed 1 --quiet "${speed[@]}" --precision "$precision" \
-      --metrics-out "$work/speed_$precision.csv" > "$work/speed_$precision.log" 2>&1 \
-      || { echo "speed run $precision failed:"; tail -5 "$work/speed_$precision.log"; }
+  # name precision step_size: the three precisions, and what accumulation costs in bf16.
+  for run in "fp32 fp32 1" "bf16 bf16 1" "fp16 fp16 1" "bf16_step4 bf16 4"; do
+    read -r name precision step_size <<< "$run"
+    "$cli" train --dataset "$data" --no-shuffle --seed 1 "${speed[@]}" --precision "$precision" \
+      --step-size "$step_size" --metrics-out "$work/speed_$name.csv" > "$work/speed_$name.log" 2>&1 \
+      || record "FAIL speed run $name: $(tail -1 "$work/speed_$name.log")"
+    grep -E "^(memory plan|peak memory)" "$work/speed_$name.log" | sed "s/^/$name: /"
   done
 fi
 
@@ -157,8 +273,8 @@ if wants torch; then
   step "speed: PyTorch"
   compile_flag=()
   [ "${TORCH_COMPILE:-1}" = "0" ] && compile_flag=(--no-compile)
-  "$python" "$here/torch_mlp_bench.py" --out "$work/torch.json" ${compile_flag[@]+"${compile_flag[@]}"} 2>&1 \
-    | tee "$work/torch.log"
+  PYTHONUNBUFFERED=1 "$python" "$here/torch_mlp_bench.py" --out "$work/torch.json" \
+    ${compile_flag[@]+"${compile_flag[@]}"} 2>&1 | tee "$work/torch.log"
 fi
 
 if wants summary; then
@@ -168,9 +284,9 @@ fi
 
 # What comes back from the device machine: a handful of files (see the header).
 if [ -n "${OUT:-}" ]; then
-  for f in results.md results.json checks.txt device.txt torch.json; do
+  for f in results.md results.json checks.txt device.txt; do
     [ -e "$work/$f" ] && cp "$work/$f" "$OUT/"
   done
   (cd "$work" && tar czf "$OUT/logs.tar.gz" --exclude='*.safetensors' --exclude='random-idx' \
-    --exclude='*.tar.gz' .) || true
+    --exclude='resume_checkpoints' --exclude='*.tar.gz' .) || true
 fi

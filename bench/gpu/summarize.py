@@ -1,25 +1,19 @@
 #!/usr/bin/env python3
-"""The benchmark's last word: trainbench's CUDA engine against PyTorch on the same GPU, as a
-Markdown table (printed, and written with the raw numbers to OUT)."""
+"""The GPU run's last word: trainbench's CUDA engine against PyTorch on the same GPU (speed,
+the products alone, memory) and the correctness checks, as Markdown (printed, and written with
+the raw numbers to OUT/results.md and OUT/results.json). Every figure is read from the files
+the stages wrote; a stage that did not run or failed shows as such."""
 import argparse
 import csv
 import json
+import re
 import statistics
-
-
-def trainbench_speed(path, skip):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))[skip:]
-    if not rows:
-        return None
-    update_ms = statistics.median(float(r["update_ms"]) for r in rows)
-    batch = int(rows[0]["batch_samples"])
-    return {"update_ms": update_ms, "samples_per_second": batch / (update_ms / 1000.0),
-            "updates_measured": len(rows)}
-
 
 SIZES = [784, 4096, 4096, 4096, 10]
 BATCH = 4096
+MIB = 1024.0 * 1024.0
+# name in speed_<name>.csv -> (precision, step_size)
+SPEED_RUNS = {"fp32": ("fp32", 1), "bf16": ("bf16", 1), "fp16": ("fp16", 1), "bf16_step4": ("bf16", 4)}
 
 
 def model_flops_per_update(batch):
@@ -29,54 +23,119 @@ def model_flops_per_update(batch):
     return forward + forward + sum(2 * batch * i * o for i, o in pairs[1:])
 
 
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_lines(path):
+    try:
+        with open(path) as f:
+            return f.read().strip().splitlines()
+    except OSError:
+        return []
+
+
+def trainbench_run(out, name, skip):
+    try:
+        with open(f"{out}/speed_{name}.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        return None
+    timed = rows[skip:]
+    if not timed:
+        return None
+    update_ms = statistics.median(float(r["update_ms"]) for r in timed)
+    last = rows[-1]
+    run = {"update_ms": update_ms, "samples_per_second": int(timed[0]["batch_samples"]) / (update_ms / 1e3),
+           "updates_measured": len(timed),
+           "memory": {k[4:]: int(v) for k, v in last.items() if k.startswith("mem_")},
+           "device_used_bytes": max(int(r["device_used_bytes"]) for r in rows)}
+    try:
+        log = open(f"{out}/speed_{name}.log").read()
+        match = re.search(r"^memory plan: (\S+ \S+)", log, re.M)
+        run["memory_plan"] = match.group(1) if match else "n/a"
+    except OSError:
+        run["memory_plan"] = "n/a"
+    return run
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--skip", type=int, default=5, help="warm-up updates left out")
     args = parser.parse_args()
-    # The PyTorch side may be missing (its stage failed or was not run): report ours anyway.
-    try:
-        with open(f"{args.out}/torch.json") as f:
-            torch_results = json.load(f)
-    except (OSError, ValueError) as error:
-        torch_results = {"device": "unknown (no torch.json: " + type(error).__name__ + ")",
-                         "torch": "n/a", "sizes": SIZES, "batch": BATCH,
-                         "flops_per_update": model_flops_per_update(BATCH),
-                         "bf16_gemm_peak_tflops": float("nan"), "eager": {}, "compile": {}}
-    flops = torch_results["flops_per_update"]
+    torch_results = load_json(f"{args.out}/torch.json") or {
+        "device": "unknown (no torch.json)", "torch": "n/a", "eager": {}, "compile": {},
+        "bf16_gemm_peak_tflops": float("nan")}
+    products = load_json(f"{args.out}/products.json")
+    device = read_lines(f"{args.out}/device.txt")
+    checks = read_lines(f"{args.out}/checks.txt")
+    flops = model_flops_per_update(BATCH)
     peak = torch_results["bf16_gemm_peak_tflops"]
-    try:
-        checks = open(f"{args.out}/checks.txt").read().strip().splitlines()
-    except OSError:
-        checks = []
+    own_peak = products["results"]["bf16"]["square_tflops"] if products else float("nan")
 
-    lines = [f"Device: {torch_results['device']} (torch {torch_results['torch']}); "
-             f"MLP {'-'.join(map(str, torch_results['sizes']))}, batch {torch_results['batch']}, SGD; "
-             f"bf16 GEMM peak (torch.matmul 8192^3): {peak:.0f} TFLOP/s", "",
-             "| precision | trainbench samples/s | TFLOP/s | % of bf16 peak | torch eager samples/s "
-             "| trainbench / eager | torch.compile samples/s |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    summary = {"torch": torch_results, "trainbench": {}, "checks": checks}
-    for precision in ("fp32", "bf16", "fp16"):
-        try:
-            ours = trainbench_speed(f"{args.out}/speed_{precision}.csv", args.skip)
-        except OSError:
-            ours = None
-        eager = torch_results["eager"].get(precision, {})
-        compiled = torch_results["compile"].get(precision, {})
+    lines = [f"Device: {device[0] if device else '?'}; {device[1] if len(device) > 1 else ''}; "
+             f"torch {torch_results['torch']}",
+             f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, SGD, data on the device; "
+             f"{flops / 1e9:.0f} GFLOP per update; bf16 GEMM peak 8192^3 on random data: "
+             f"torch.matmul {peak:.0f} TFLOP/s, trainbench's cuBLASLt {own_peak:.0f} TFLOP/s", "",
+             "| precision | step_size | trainbench ms/update | samples/s | TFLOP/s | MFU (bf16 peak) "
+             "| torch eager ms | trainbench / eager | torch.compile ms |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    summary = {"torch": torch_results, "products": products, "trainbench": {}, "checks": checks,
+               "device": device}
+    for name, (precision, step_size) in SPEED_RUNS.items():
+        ours = trainbench_run(args.out, name, args.skip)
+        eager = torch_results["eager"].get(precision, {}) if step_size == 1 else {}
+        compiled = torch_results["compile"].get(precision, {}) if step_size == 1 else {}
+        eager_text = f"{eager['update_ms']:.2f}" if "update_ms" in eager else "n/a"
+        compiled_text = (f"{compiled['update_ms']:.2f}" if "update_ms" in compiled
+                         else "n/a (" + compiled.get("error", "not run")[:60] + ")" if step_size == 1 else "")
         if ours is None:
-            lines.append(f"| {precision} | failed | | | {eager.get('samples_per_second', 0):,.0f} | | |")
+            lines.append(f"| {precision} | {step_size} | failed | | | | {eager_text} | | {compiled_text} |")
             continue
-        tflops = flops / (ours["update_ms"] / 1000.0) / 1e12
+        tflops = flops / (ours["update_ms"] / 1e3) / 1e12
         ours["tflops"] = tflops
-        summary["trainbench"][precision] = ours
-        ratio = ours["samples_per_second"] / eager["samples_per_second"] if eager else float("nan")
-        compiled_text = (f"{compiled['samples_per_second']:,.0f}" if "samples_per_second" in compiled
-                         else "n/a (" + compiled.get("error", "not run")[:40] + ")")
-        lines.append(f"| {precision} | {ours['samples_per_second']:,.0f} | {tflops:.0f} | "
-                     f"{100 * tflops / peak:.0f}% | {eager.get('samples_per_second', 0):,.0f} | "
-                     f"{ratio:.2f}x | {compiled_text} |")
-    lines += ["", "Checks:"] + [f"- {c}" for c in checks]
+        summary["trainbench"][name] = ours
+        ratio = f"{eager['update_ms'] / ours['update_ms']:.2f}x" if "update_ms" in eager else ""
+        lines.append(f"| {precision} | {step_size} | {ours['update_ms']:.2f} | {ours['samples_per_second']:,.0f} | "
+                     f"{tflops:.0f} | {100 * tflops / peak:.0f}% | {eager_text} | {ratio} | {compiled_text} |")
+
+    if products:
+        lines += ["", "The engine's products alone (GemmRunner over cuBLASLt, one update's forward, dW and dX "
+                  "at batch 4096, median of 20 calls each):", "",
+                  "| precision | 8192^3 TFLOP/s | products ms/update (fwd / dW / dX) | products TFLOP/s "
+                  "| % of bf16 peak (torch.matmul) |", "| --- | ---: | ---: | ---: | ---: |"]
+        for precision, r in products["results"].items():
+            lines.append(f"| {precision} | {r['square_tflops']:.0f} | {r['update_products_ms']:.3f} "
+                         f"({r['forward_ms']:.3f} / {r['weight_grad_ms']:.3f} / {r['input_grad_ms']:.3f}) | "
+                         f"{r['update_products_tflops']:.0f} | {100 * r['update_products_tflops'] / peak:.0f}% |")
+
+    lines += ["", "Memory (MiB): trainbench's plan, its allocator (by category, after an update; peak = live + "
+              "cache at the worst moment) and the driver; PyTorch's allocator and the driver for the same model:", "",
+              "| precision | plan | allocator peak | params / master / grads / workspace | device used "
+              "| torch max allocated | torch params | torch max reserved | torch device used |",
+              "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name, (precision, step_size) in SPEED_RUNS.items():
+        ours = summary["trainbench"].get(name)
+        if ours is None:
+            continue
+        m = ours["memory"]
+        t = torch_results["eager"].get(precision, {}).get("memory", {}) if step_size == 1 else {}
+        torch_cells = (f"{t['max_allocated_bytes'] / MIB:,.0f} | {t['parameter_bytes'] / MIB:,.0f} | "
+                       f"{t['max_reserved_bytes'] / MIB:,.0f} | {t['device_used_bytes'] / MIB:,.0f}"
+                       if t else " | | | ")
+        lines.append(f"| {precision} (step_size {step_size}) | {ours['memory_plan']} | {m['peak_total'] / MIB:,.0f} | "
+                     f"{m['parameters'] / MIB:,.0f} / {m['master_weights'] / MIB:,.0f} / {m['gradients'] / MIB:,.0f} / "
+                     f"{m['workspace'] / MIB:,.0f} | {ours['device_used_bytes'] / MIB:,.0f} | {torch_cells} |")
+
+    failed = [c for c in checks if not c.startswith("PASS")]
+    lines += ["", f"Checks: {len(checks) - len(failed)} passed, {len(failed)} failed"]
+    lines += [f"- {c}" for c in checks]
     text = "\n".join(lines)
     with open(f"{args.out}/results.md", "w") as f:
         f.write(text + "\n")

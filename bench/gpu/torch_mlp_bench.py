@@ -3,7 +3,8 @@
 784-4096-4096-4096-10 with ReLU, softmax cross-entropy, SGD, batch 4096, in fp32 (TF32 off,
 as trainbench's fp32 is true fp32), bf16 autocast and fp16 autocast with GradScaler (fp32
 master weights in both, as trainbench). Data sits on the GPU already (trainbench runs with
---preload-device). Also the bf16 GEMM peak: torch.matmul 8192^3. Writes JSON."""
+--preload-device). Also the bf16 GEMM peak: torch.matmul 8192^3 on random data, and the
+memory PyTorch's allocator and the driver report for each eager run. Writes JSON."""
 import argparse
 import json
 import time
@@ -40,7 +41,7 @@ def time_training(precision, batch, steps, warmup, compiled):
     y = torch.randint(0, SIZES[-1], (batch,), device="cuda")
     loss_fn = nn.CrossEntropyLoss()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    scaler = torch.cuda.amp.GradScaler() if precision == "fp16" else None
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
 
     def update():
         optimizer.zero_grad(set_to_none=True)
@@ -61,6 +62,7 @@ def time_training(precision, batch, steps, warmup, compiled):
     for _ in range(warmup):
         update()
     torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(steps):
@@ -68,8 +70,20 @@ def time_training(precision, batch, steps, warmup, compiled):
     stop.record()
     torch.cuda.synchronize()
     ms = start.elapsed_time(stop) / steps
-    return {"update_ms": ms, "samples_per_second": batch / (ms / 1000.0),
-            "tflops": model_flops_per_update(batch) / (ms / 1000.0) / 1e12}
+    free, total = torch.cuda.mem_get_info()
+    # What PyTorch's allocator can tell: the peak of the timed updates, and what stays between
+    # updates (parameters, and the gradients until the next zero_grad sets them to None).
+    memory = {"parameter_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+              "batch_bytes": x.numel() * x.element_size() + y.numel() * y.element_size(),
+              "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+              "allocated_after_update_bytes": torch.cuda.memory_allocated(),
+              "max_reserved_bytes": torch.cuda.max_memory_reserved(),
+              "device_used_bytes": total - free}
+    result = {"update_ms": ms, "samples_per_second": batch / (ms / 1000.0),
+              "tflops": model_flops_per_update(batch) / (ms / 1000.0) / 1e12, "memory": memory}
+    del model, step_model, optimizer, x, y, scaler
+    torch.cuda.empty_cache()
+    return result
 
 
 def bf16_gemm_peak(n=8192, reps=50):
