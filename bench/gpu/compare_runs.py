@@ -54,6 +54,21 @@ def relative(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
+def errors(reference_prefix, candidate_prefix):
+    """(losses, validation losses, max loss rel. err, weights rel. err, weight values differing),
+    or None when the candidate has updates the reference lacks."""
+    reference, candidate = read_rows(reference_prefix + ".csv"), read_rows(candidate_prefix + ".csv")
+    if not candidate or set(candidate) - set(reference):
+        return None
+    losses = [(float(candidate[u]["loss"]), float(reference[u]["loss"])) for u in sorted(candidate)]
+    val_losses = [(float(candidate[u]["val_loss"]), float(reference[u]["val_loss"])) for u in sorted(candidate)
+                  if candidate[u].get("val_loss") and reference[u].get("val_loss")]
+    loss_err = max(relative(a, b) for a, b in losses + val_losses)
+    w_err, differing = weight_errors(read_safetensors(reference_prefix + ".safetensors"),
+                                     read_safetensors(candidate_prefix + ".safetensors"))
+    return losses, val_losses, loss_err, w_err, differing
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--label", required=True)
@@ -62,21 +77,21 @@ def main():
     parser.add_argument("--loss-tol", type=float, default=0.0)
     parser.add_argument("--weight-tol", type=float, default=0.0)
     parser.add_argument("--exact", action="store_true", help="identical losses and weight bits")
+    parser.add_argument("--calibration", nargs=2, metavar=("REFERENCE", "CANDIDATE"),
+                        help="tolerances = --factor x the errors between these two runs")
+    parser.add_argument("--factor", type=float, default=1.0)
     parser.add_argument("--json-out")
     args = parser.parse_args()
 
-    reference, candidate = read_rows(args.reference + ".csv"), read_rows(args.candidate + ".csv")
-    missing = sorted(set(candidate) - set(reference))
-    if not candidate or missing:
-        print(f"FAIL {args.label}: {len(candidate)} updates, {len(missing)} not in the reference run")
+    compared = errors(args.reference, args.candidate)
+    if compared is None:
+        print(f"FAIL {args.label}: the candidate has updates that are not in the reference run")
         return 1
-    losses = [(float(candidate[u]["loss"]), float(reference[u]["loss"])) for u in sorted(candidate)]
-    val_losses = [(float(candidate[u]["val_loss"]), float(reference[u]["val_loss"])) for u in sorted(candidate)
-                  if candidate[u].get("val_loss") and reference[u].get("val_loss")]
-    loss_err = max(relative(a, b) for a, b in losses + val_losses)
+    losses, val_losses, loss_err, w_err, differing = compared
+    if args.calibration:
+        calibration = errors(*args.calibration)
+        args.loss_tol, args.weight_tol = args.factor * calibration[2], args.factor * calibration[3]
     finite = all(math.isfinite(a) for a, _ in losses + val_losses)
-    w_err, differing = weight_errors(read_safetensors(args.reference + ".safetensors"),
-                                     read_safetensors(args.candidate + ".safetensors"))
     validation = f", {len(val_losses)} validation losses" if val_losses else ""
     if args.exact:
         ok = finite and differing == 0 and all(a == b for a, b in losses + val_losses)
@@ -85,8 +100,11 @@ def main():
                      f"max loss rel. err {loss_err:.3g}, {differing} weight values differ (rel. err {w_err:.3g})"))
     else:
         ok = finite and loss_err < args.loss_tol and w_err < args.weight_tol
-        detail = (f"{len(losses)} updates{validation}, max loss rel. err {loss_err:.3g} (< {args.loss_tol:g}), "
-                  f"final weights rel. err {w_err:.3g} (< {args.weight_tol:g})")
+        detail = (f"{len(losses)} updates{validation}, max loss rel. err {loss_err:.3g} (< {args.loss_tol:.3g}), "
+                  f"final weights rel. err {w_err:.3g} (< {args.weight_tol:.3g})")
+        if args.calibration:
+            detail += f", tolerances {args.factor:g} x the errors of {args.calibration[1].rsplit('/', 1)[-1]} " \
+                      f"vs {args.calibration[0].rsplit('/', 1)[-1]}"
     print(f"{'PASS' if ok else 'FAIL'} {args.label}: {detail}")
     if args.json_out:
         with open(args.json_out, "w") as f:

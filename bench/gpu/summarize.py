@@ -136,6 +136,10 @@ def main():
     failed = [c for c in checks if not c.startswith("PASS")]
     lines += ["", f"Checks: {len(checks) - len(failed)} passed, {len(failed)} failed"]
     lines += [f"- {c}" for c in checks]
+    information = read_lines(f"{args.out}/information.txt")
+    if information:
+        lines += ["", "Measured for information (not pass/fail):"] + [f"- {line}" for line in information]
+    summary["information"] = information
     text = "\n".join(lines)
     with open(f"{args.out}/results.md", "w") as f:
         f.write(text + "\n")

@@ -117,9 +117,14 @@ def main():
                "batch": args.batch, "sizes": SIZES,
                "flops_per_update": model_flops_per_update(args.batch),
                "bf16_gemm_peak_tflops": bf16_gemm_peak(), "eager": {}, "compile": {}}
+    def save():  # after every measurement, so a run stopped by its time limit keeps what it measured
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=2)
+
     for precision in ("fp32", "bf16", "fp16"):
         results["eager"][precision] = time_training(precision, args.batch, args.steps, args.warmup, False)
         print(f"torch eager {precision}: {results['eager'][precision]}", flush=True)
+        save()
     if not args.no_compile:
         for precision in ("fp32", "bf16", "fp16"):
             try:
@@ -131,8 +136,8 @@ def main():
             except Exception as error:  # torch.compile needs a working Triton toolchain
                 results["compile"][precision] = {"error": f"{type(error).__name__}: {error}"[:300]}
                 print(f"torch.compile {precision} failed: {results['compile'][precision]['error']}", flush=True)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=2)
+            save()
+    save()
 
 
 if __name__ == "__main__":

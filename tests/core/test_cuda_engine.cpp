@@ -477,6 +477,25 @@ private slots:
         }
     }
 
+    // zero_grad() only marks the gradients stale (the next backward pass overwrites them); an
+    // update with no micro-batch in it must still read zeros, not the last update's gradients.
+    void gradients_read_as_zero_after_zero_grad_without_a_micro_batch() {
+        SKIP_WITHOUT_GPU();
+        const Problem problem = make_problem({8, 16, 4}, 16, 3);
+        auto engine = make_cuda_engine(make_spec(problem, Activation::relu, LossKind::softmax_cross_entropy,
+                                                 optimizer_named("sgd"), Precision::fp32, 16));
+        engine->set_weights(init_mlp_weights(problem.sizes, 1));
+        engine->zero_grad();
+        engine->forward_backward(slice(problem, 0, 16), 16.0, 1.0);
+        QVERIFY(engine->grad_norm_squared() > 0.0);
+        engine->zero_grad();
+        QCOMPARE(engine->grad_norm_squared(), 0.0);
+        const std::vector<float> before = flatten(engine->weights());
+        engine->zero_grad();
+        engine->optimizer_step(0.1, 1.0, 1);
+        QCOMPARE(flatten(engine->weights()), before);
+    }
+
     void overflowing_fp16_gradients_read_as_not_finite() {
         SKIP_WITHOUT_GPU();
         const Problem problem = make_problem({8, 16, 4}, 16, 2);

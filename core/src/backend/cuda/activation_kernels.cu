@@ -70,7 +70,7 @@ constexpr int kBiasTile = 32;
 
 template <typename T>
 __global__ void bias_grad_kernel(const T* __restrict__ dz, int64_t rows, int64_t cols,
-                                 float* __restrict__ grad_bias) {
+                                 float* __restrict__ grad_bias, bool accumulate) {
     __shared__ float partial[kBiasTile][kBiasTile + 1];
     const int64_t row = blockIdx.x * int64_t(kBiasTile) + threadIdx.x;
     float sum = 0.0f;
@@ -82,7 +82,7 @@ __global__ void bias_grad_kernel(const T* __restrict__ dz, int64_t rows, int64_t
     if (threadIdx.y == 0 && row < rows) {
         float total = 0.0f;
         for (int y = 0; y < kBiasTile; ++y) total += partial[y][threadIdx.x];
-        grad_bias[row] += total;
+        grad_bias[row] = accumulate ? grad_bias[row] + total : total;
     }
 }
 
@@ -119,14 +119,14 @@ void activation_backward(Activation kind, void* grad, const void* saved, Storage
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }
 
-void bias_grad_accumulate(const void* dz, StorageType type, int64_t rows, int64_t cols,
-                          float* grad_bias, cudaStream_t stream) {
+void bias_grad(const void* dz, StorageType type, int64_t rows, int64_t cols, float* grad_bias,
+               bool accumulate, cudaStream_t stream) {
     if (rows == 0 || cols == 0) return;
     const dim3 block(kBiasTile, kBiasTile);
     const dim3 grid(static_cast<unsigned>((rows + kBiasTile - 1) / kBiasTile));
     dispatch_storage(type, [&]<typename T>() {
         bias_grad_kernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(dz), rows, cols,
-                                                        grad_bias);
+                                                        grad_bias, accumulate);
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }

@@ -218,14 +218,18 @@ ModelWeights CudaEngine::weights() const {
     return result;
 }
 
-void CudaEngine::zero_grad() {
-    activate_device();
+void CudaEngine::zero_grad() { grads_stale_ = true; }
+
+void CudaEngine::materialise_zero_grad() {
+    if (!grads_stale_) return;
     TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_.ptr, 0, layout_.parameter_count * sizeof(float),
                                           compute_stream_));
+    grads_stale_ = false;
 }
 
 double CudaEngine::grad_norm_squared() {
     activate_device();
+    materialise_zero_grad();
     sum_of_squares(static_cast<const float*>(grads_.ptr), layout_.parameter_count,
                    static_cast<double*>(workspace_at(layout_.norm_partials_offset)),
                    static_cast<double*>(workspace_at(layout_.norm_result_offset)), compute_stream_);
@@ -237,6 +241,7 @@ double CudaEngine::grad_norm_squared() {
 
 void CudaEngine::optimizer_step(double lr, double grad_multiplier, int64_t step) {
     activate_device();
+    materialise_zero_grad();
     OptimizerLaunch launch;
     launch.params = static_cast<float*>(master_.ptr);
     launch.grads = static_cast<const float*>(grads_.ptr);

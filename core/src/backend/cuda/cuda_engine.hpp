@@ -62,6 +62,7 @@ private:
     void activate_device() const;
     std::vector<float> download(const float* device, int64_t n) const;
     void upload_parameters(const std::vector<float>& flat);
+    void materialise_zero_grad();  // for readers of an update's gradients with no micro-batch in it
 
     EngineSpec spec_;
     EngineLayout layout_;
@@ -91,6 +92,9 @@ private:
     double* host_results_ = nullptr;  // [0..1] totals, [2] norm
 
     int current_grad_ = 0;  // which ping-pong buffer holds dZ of the layer being processed
+    // zero_grad() was called and no backward pass has run since: the next one overwrites the
+    // gradients instead of adding to them (as the CPU engine), saving a pass over all of them.
+    bool grads_stale_ = false;
 };
 
 }  // namespace trainbench::cuda

@@ -205,7 +205,8 @@ void CudaEngine::backward(int64_t count) {
         const LinearSlice& slice = layout_.layers[layer - 1];
         void* dz = workspace_at(layout_.grad_offset[current_grad_]);
 
-        // dW^T [in x out] += a_{l-1} [in x count] · dz^T, accumulated in fp32.
+        // dW^T [in x out] (+)= a_{l-1} [in x count] · dz^T, in fp32; the first micro-batch of an
+        // update overwrites (beta 0), later ones add.
         GemmCall weight_grad;
         weight_grad.trans_a = CUBLAS_OP_N;
         weight_grad.trans_b = CUBLAS_OP_T;
@@ -220,10 +221,10 @@ void CudaEngine::backward(int64_t count) {
         weight_grad.ldd = slice.in;
         weight_grad.input_type = type;
         weight_grad.output_type = CUDA_R_32F;
-        weight_grad.beta = 1.0f;
+        weight_grad.beta = grads_stale_ ? 0.0f : 1.0f;
         run_gemm(*gemm_, weight_grad, compute_stream_);
-        bias_grad_accumulate(dz, layout_.storage, slice.out, count, grads + slice.bias_offset,
-                             compute_stream_);
+        bias_grad(dz, layout_.storage, slice.out, count, grads + slice.bias_offset, !grads_stale_,
+                  compute_stream_);
         if (layer == 1) break;
 
         // da_{l-1} [in x count] = W^T · dz, then through the activation's derivative. In 16-bit
@@ -268,6 +269,7 @@ double CudaEngine::forward_backward(const MicroBatch& batch, double normaliser, 
     current_grad_ = 0;
     loss_and_gradient(batch.count, static_cast<float>(loss_scale / normaliser), true);
     backward(batch.count);
+    grads_stale_ = false;
     TRAINBENCH_CUDA_CHECK(cudaEventRecord(inputs_consumed_, compute_stream_));
     TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_, workspace_at(layout_.totals_offset),
                                           2 * sizeof(double), cudaMemcpyDeviceToHost, compute_stream_));

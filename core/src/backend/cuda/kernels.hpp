@@ -40,9 +40,10 @@ void activation_forward(Activation kind, const void* z, void* a, StorageType typ
 // output a for relu, tanh and sigmoid (whose derivatives follow from their outputs).
 void activation_backward(Activation kind, void* grad, const void* saved, StorageType type,
                          int64_t n, cudaStream_t stream);
-// grad_bias[r] += sum over columns of dz[r, c], accumulated in fp32 in a fixed order.
-void bias_grad_accumulate(const void* dz, StorageType type, int64_t rows, int64_t cols,
-                          float* grad_bias, cudaStream_t stream);
+// grad_bias[r] (+)= sum over columns of dz[r, c], summed in fp32 in a fixed order; stored
+// when `accumulate` is false (the first micro-batch of an update), added otherwise.
+void bias_grad(const void* dz, StorageType type, int64_t rows, int64_t cols, float* grad_bias,
+               bool accumulate, cudaStream_t stream);
 
 // --- loss_kernels.cu: per-sample loss (in double, as nn/loss.cpp), and the gradient of
 // grad_scale * loss wrt the outputs logits [classes x count]. dlogits may be null (evaluation).
