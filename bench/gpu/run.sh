@@ -192,15 +192,18 @@ if wants check; then
     cpu_epochs cuda_epochs 1e-4 1e-4
 
   step "mixed precision: CUDA against the CPU engine's own bf16/fp16 and fp32"
-  # A 16-bit run's distance from fp32 is what mixed precision costs; the CPU engine's 16-bit
-  # runs measure it on the same trajectory, so the tolerances are multiples of that cost.
+  # A 16-bit run's distance d from fp32 is what mixed precision costs; the CPU engine's 16-bit
+  # run measures it on the same trajectory, so the tolerances are multiples of d. The CPU and
+  # CUDA 16-bit runs round differently (products widened to fp32 vs tensor cores; CUDA stores
+  # dX in 16 bits before the activation's derivative), two independent roundings of one fp32
+  # trajectory, which lie about sqrt(2) d apart: hence 2 d between them (measured: 0.7-1.4 d).
   for precision in bf16 fp16; do
     train "cpu_$precision" "${small[@]}" --device cpu --threads "$jobs" --precision "$precision"
     train "cuda_$precision" "${small[@]}" --device cuda --precision "$precision"
     compare "$precision CUDA vs CPU fp32 (within 1.5x CPU $precision's own distance from fp32)" \
       cpu_fp32 "cuda_$precision" --calibration "$work/cpu_fp32" "$work/cpu_$precision" --factor 1.5
-    compare "$precision CUDA vs $precision CPU (within 1x CPU $precision's distance from fp32)" \
-      "cpu_$precision" "cuda_$precision" --calibration "$work/cpu_fp32" "$work/cpu_$precision" --factor 1
+    compare "$precision CUDA vs $precision CPU (within 2x CPU $precision's distance from fp32)" \
+      "cpu_$precision" "cuda_$precision" --calibration "$work/cpu_fp32" "$work/cpu_$precision" --factor 2
   done
 
   step "ReLU: one update from the same CPU checkpoint on each engine"
@@ -220,6 +223,15 @@ if wants check; then
     report "$("$python" "$here/locate_difference.py" --label "update $((update + 1)) from the CPU's checkpoint, CUDA vs CPU" \
       --reference "$work/cpu_relu_step_$update.safetensors" --candidate "$work/cuda_relu_step_$update.safetensors" 2>&1)"
   done
+  # The same from the GPU's own state where the free runs part (update 28).
+  rm -rf "$work/relu_checkpoint_cuda_27"
+  train cuda_relu_to_27 "${relu[@]}" --device cuda --max-steps 27 --checkpoint-every 27 \
+    --checkpoint-dir "$work/relu_checkpoint_cuda_27"
+  for device in cpu cuda; do
+    train "${device}_relu_step_cuda_27" "${relu[@]}" --device "$device" --max-steps 28 --resume "$work/relu_checkpoint_cuda_27"
+  done
+  report "$("$python" "$here/locate_difference.py" --label "update 28 from the GPU's checkpoint, CUDA vs CPU" \
+    --reference "$work/cpu_relu_step_cuda_27.safetensors" --candidate "$work/cuda_relu_step_cuda_27.safetensors" 2>&1)"
 
   step "accumulation, preloading, checkpointing, resuming on the GPU"
   accumulate=(--hidden 256,256 --batch-size 240 --max-steps 50 --optimizer sgd --lr 0.05 --momentum 0.9

@@ -6,6 +6,7 @@ the stages wrote; a stage that did not run or failed shows as such."""
 import argparse
 import csv
 import json
+import math
 import re
 import statistics
 
@@ -75,14 +76,17 @@ def main():
     device = read_lines(f"{args.out}/device.txt")
     checks = read_lines(f"{args.out}/checks.txt")
     flops = model_flops_per_update(BATCH)
-    peak = torch_results["bf16_gemm_peak_tflops"]
+    torch_peak = torch_results["bf16_gemm_peak_tflops"]
     own_peak = products["results"]["bf16"]["square_tflops"] if products else float("nan")
+    # MFU against the higher of the two measured bf16 peaks, so no figure flatters the engine.
+    peak = max((p for p in (torch_peak, own_peak) if not math.isnan(p)), default=float("nan"))
 
     lines = [f"Device: {device[0] if device else '?'}; {device[1] if len(device) > 1 else ''}; "
              f"torch {torch_results['torch']}",
              f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, SGD, data on the device; "
              f"{flops / 1e9:.0f} GFLOP per update; bf16 GEMM peak 8192^3 on random data: "
-             f"torch.matmul {peak:.0f} TFLOP/s, trainbench's cuBLASLt {own_peak:.0f} TFLOP/s", "",
+             f"torch.matmul {torch_peak:.0f} TFLOP/s, trainbench's cuBLASLt {own_peak:.0f} TFLOP/s; "
+             f"MFU and % of peak are against the higher, {peak:.0f} TFLOP/s", "",
              "| precision | step_size | trainbench ms/update | samples/s | TFLOP/s | MFU (bf16 peak) "
              "| torch eager ms | trainbench / eager | torch.compile ms |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -109,7 +113,7 @@ def main():
         lines += ["", "The engine's products alone (GemmRunner over cuBLASLt, one update's forward, dW and dX "
                   "at batch 4096, median of 20 calls each):", "",
                   "| precision | 8192^3 TFLOP/s | products ms/update (fwd / dW / dX) | products TFLOP/s "
-                  "| % of bf16 peak (torch.matmul) |", "| --- | ---: | ---: | ---: | ---: |"]
+                  "| % of bf16 peak |", "| --- | ---: | ---: | ---: | ---: |"]
         for precision, r in products["results"].items():
             lines.append(f"| {precision} | {r['square_tflops']:.0f} | {r['update_products_ms']:.3f} "
                          f"({r['forward_ms']:.3f} / {r['weight_grad_ms']:.3f} / {r['input_grad_ms']:.3f}) | "
