@@ -16,6 +16,7 @@
 #   products  the engine's own cuBLASLt products: 8192^3 and one MLP update's products
 #   speed     784-4096-4096-4096-10, batch 4096, fp32/bf16/fp16 (trainbench), with the memory
 #             plan, the allocator's figures and cudaMemGetInfo
+#   techniques  trainbench-cli compare --device cuda on a model of that size
 #   torch     the same in PyTorch eager (and torch.compile unless TORCH_COMPILE=0), its memory,
 #             and the measured bf16 GEMM peak
 #   summary   the tables and the checks
@@ -37,7 +38,7 @@ python="$(command -v python3)"
 cli="$build/app/trainbench-cli"
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(build tests check sanitize products speed torch summary)
+[ ${#stages[@]} -gt 0 ] || stages=(build tests check sanitize products speed techniques torch summary)
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 # A call that builds starts a new round of checks; later calls on the same machine add to it.
 if wants build; then : > "$work/checks.txt"; : > "$work/information.txt"; else touch "$work/checks.txt" "$work/information.txt"; fi
@@ -312,6 +313,19 @@ if wants speed; then
   done
 fi
 
+if wants techniques; then
+  step "techniques: trainbench-cli compare on the GPU"
+  # The workbench's own question, on a model the size of the speed runs: what each technique
+  # does to update time and memory on this GPU.
+  "$cli" compare --dataset "$data" --device cuda --hidden 4096,4096,4096 --batch-size 2048 --max-steps 60 \
+    --preload-device --out-md "$work/techniques_cuda.md" --out-csv "$work/techniques_cuda.csv" \
+    > "$work/techniques_cuda.log" 2>&1
+  status=$?
+  cat "$work/techniques_cuda.md" 2>/dev/null || tail -5 "$work/techniques_cuda.log"
+  if [ $status -eq 0 ]; then record "PASS trainbench-cli compare --device cuda: every technique ran (table in techniques_cuda.md)"
+  else record "FAIL trainbench-cli compare --device cuda (exit $status): $(tail -1 "$work/techniques_cuda.log")"; fi
+fi
+
 if wants torch; then
   step "speed: PyTorch"
   compile_flag=()
@@ -329,7 +343,7 @@ fi
 
 # What comes back from the device machine: a handful of files (see the header).
 if [ -n "${OUT:-}" ]; then
-  for f in results.md results.json checks.txt information.txt device.txt; do
+  for f in results.md results.json checks.txt information.txt device.txt techniques_cuda.md; do
     [ -e "$work/$f" ] && cp "$work/$f" "$OUT/"
   done
   (cd "$work" && tar czf "$OUT/logs.tar.gz" --exclude='*.safetensors' --exclude='random-idx' \
