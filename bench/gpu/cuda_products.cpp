@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/gemm.hpp"
 #include "backend/cuda/kernels.hpp"
+#include "backend/cuda/linear_products.hpp"
 #include "trainbench/error.hpp"
 
 using namespace trainbench;
@@ -124,7 +125,8 @@ Result measure(StorageType type, const char* name, const std::vector<int64_t>& s
         result.square_tflops = 2.0 * square * square * square / (ms * 1e-3) / 1e12;
     }
 
-    // One update's products, with the engine's layouts (cuda_engine_passes.cpp).
+    // One update's products, as the engine issues them (backend/cuda/linear_products.hpp); dW
+    // adds to its output, as every micro-batch after an update's first does.
     const int64_t widest = *std::max_element(sizes.begin(), sizes.end());
     DeviceBuffer weights(widest * widest * element), activations(widest * batch * element),
         upstream(widest * batch * element), output(widest * batch * element),
@@ -138,52 +140,18 @@ Result measure(StorageType type, const char* name, const std::vector<int64_t>& s
     const int layers = static_cast<int>(sizes.size()) - 1;
     for (int layer = 1; layer <= layers; ++layer) {
         const int64_t in = sizes[layer - 1], out = sizes[layer];
-        GemmCall forward;
-        forward.trans_a = CUBLAS_OP_T;
-        forward.m = out;
-        forward.n = batch;
-        forward.k = in;
-        forward.a = weights.ptr;
-        forward.lda = in;
-        forward.b = activations.ptr;
-        forward.ldb = in;
-        forward.d = output.ptr;
-        forward.ldd = out;
-        forward.input_type = forward.output_type = storage;
-        forward.bias = bias.ptr;
-        forward.epilogue = layer < layers ? GemmEpilogue::relu_bias : GemmEpilogue::bias;
-        result.forward_ms += median_ms(gemm, forward, stream);
-
-        GemmCall weight_grad;
-        weight_grad.trans_b = CUBLAS_OP_T;
-        weight_grad.m = in;
-        weight_grad.n = out;
-        weight_grad.k = batch;
-        weight_grad.a = activations.ptr;
-        weight_grad.lda = in;
-        weight_grad.b = upstream.ptr;
-        weight_grad.ldb = out;
-        weight_grad.d = weight_grads.ptr;
-        weight_grad.ldd = in;
-        weight_grad.input_type = storage;
-        weight_grad.output_type = CUDA_R_32F;
-        weight_grad.beta = 1.0f;
-        result.weight_grad_ms += median_ms(gemm, weight_grad, stream);
+        const GemmEpilogue epilogue = layer < layers ? GemmEpilogue::relu_bias : GemmEpilogue::bias;
+        result.forward_ms += median_ms(gemm,
+            linear_forward_product(in, out, batch, weights.ptr, activations.ptr, output.ptr, storage, bias.ptr, epilogue),
+            stream);
+        result.weight_grad_ms += median_ms(gemm,
+            linear_weight_grad_product(in, out, batch, activations.ptr, upstream.ptr,
+                                       static_cast<float*>(weight_grads.ptr), storage, true),
+            stream);
         flops += 4.0 * batch * in * out;
-
         if (layer == 1) continue;  // no gradient for the input
-        GemmCall input_grad;
-        input_grad.m = in;
-        input_grad.n = batch;
-        input_grad.k = out;
-        input_grad.a = weights.ptr;
-        input_grad.lda = in;
-        input_grad.b = upstream.ptr;
-        input_grad.ldb = out;
-        input_grad.d = output.ptr;
-        input_grad.ldd = in;
-        input_grad.input_type = input_grad.output_type = storage;
-        result.input_grad_ms += median_ms(gemm, input_grad, stream);
+        result.input_grad_ms += median_ms(gemm,
+            linear_input_grad_product(in, out, batch, weights.ptr, upstream.ptr, output.ptr, storage), stream);
         flops += 2.0 * batch * in * out;
     }
     result.update_products_ms = result.forward_ms + result.weight_grad_ms + result.input_grad_ms;

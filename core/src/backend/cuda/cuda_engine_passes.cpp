@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_engine.hpp"
 #include "backend/cuda/kernels.hpp"
+#include "backend/cuda/linear_products.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench::cuda {
@@ -131,20 +132,9 @@ void CudaEngine::stage_batch(const MicroBatch& batch) {
 void CudaEngine::forward_layer(int layer, int64_t count) {
     const LinearSlice& slice = layout_.layers[layer - 1];
     const bool last = layer == layout_.layer_count();
-    GemmCall call;
-    call.trans_a = CUBLAS_OP_T;
-    call.trans_b = CUBLAS_OP_N;
-    call.m = slice.out;
-    call.n = count;
-    call.k = slice.in;
-    call.a = working_weight(layer);
-    call.lda = slice.in;
-    call.b = activation(layer - 1);
-    call.ldb = slice.in;
-    call.d = layer_output(layer);
-    call.ldd = slice.out;
-    call.input_type = call.output_type = to_cuda(layout_.storage);
-    call.bias = working_bias(layer);
+    GemmCall call = linear_forward_product(slice.in, slice.out, count, working_weight(layer),
+                                           activation(layer - 1), layer_output(layer),
+                                           to_cuda(layout_.storage), working_bias(layer), GemmEpilogue::none);
 
     const Activation kind = spec_.activation;
     if (!last && kind == Activation::relu) {
@@ -205,52 +195,29 @@ void CudaEngine::backward(int64_t count) {
         const LinearSlice& slice = layout_.layers[layer - 1];
         void* dz = workspace_at(layout_.grad_offset[current_grad_]);
 
-        // dW^T [in x out] (+)= a_{l-1} [in x count] · dz^T, in fp32; the first micro-batch of an
-        // update overwrites (beta 0), later ones add.
-        GemmCall weight_grad;
-        weight_grad.trans_a = CUBLAS_OP_N;
-        weight_grad.trans_b = CUBLAS_OP_T;
-        weight_grad.m = slice.in;
-        weight_grad.n = slice.out;
-        weight_grad.k = count;
-        weight_grad.a = activation(layer - 1);
-        weight_grad.lda = slice.in;
-        weight_grad.b = dz;
-        weight_grad.ldb = slice.out;
-        weight_grad.d = grads + slice.weight_offset;
-        weight_grad.ldd = slice.in;
-        weight_grad.input_type = type;
-        weight_grad.output_type = CUDA_R_32F;
-        weight_grad.beta = grads_stale_ ? 0.0f : 1.0f;
-        run_gemm(*gemm_, weight_grad, compute_stream_);
+        // The first micro-batch of an update overwrites the gradients, later ones add.
+        run_gemm(*gemm_,
+                 linear_weight_grad_product(slice.in, slice.out, count, activation(layer - 1), dz,
+                                            grads + slice.weight_offset, type, !grads_stale_),
+                 compute_stream_);
         bias_grad(dz, layout_.storage, slice.out, count, grads + slice.bias_offset, !grads_stale_,
                   compute_stream_);
         if (layer == 1) break;
 
-        // da_{l-1} [in x count] = W^T · dz, then through the activation's derivative. In 16-bit
-        // runs the product is stored in 16 bits before the derivative is applied (as PyTorch's
-        // autocast does); the CPU engine multiplies in fp32 first, so tanh/sigmoid/gelu differ
-        // by one extra rounding per layer (relu only masks, so it is unaffected).
+        // da_{l-1} = W^T · dz, then through the activation's derivative. In 16-bit runs the
+        // product is stored in 16 bits before the derivative is applied (as PyTorch's autocast
+        // does); the CPU engine multiplies in fp32 first, so tanh/sigmoid/gelu differ by one
+        // extra rounding per layer (relu only masks, so it is unaffected).
         const int other = 1 - current_grad_;
-        GemmCall input_grad;
-        input_grad.trans_a = CUBLAS_OP_N;
-        input_grad.trans_b = CUBLAS_OP_N;
-        input_grad.m = slice.in;
-        input_grad.n = count;
-        input_grad.k = slice.out;
-        input_grad.a = working_weight(layer);
-        input_grad.lda = slice.in;
-        input_grad.b = dz;
-        input_grad.ldb = slice.out;
-        input_grad.d = workspace_at(layout_.grad_offset[other]);
-        input_grad.ldd = slice.in;
-        input_grad.input_type = input_grad.output_type = type;
-        run_gemm(*gemm_, input_grad, compute_stream_);
+        void* d_input = workspace_at(layout_.grad_offset[other]);
+        run_gemm(*gemm_,
+                 linear_input_grad_product(slice.in, slice.out, count, working_weight(layer), dz, d_input, type),
+                 compute_stream_);
 
         const int previous = layer - 1;
         if (k > 0 && previous % k == 0) recompute_segment_ending_at(previous, count);
         const void* saved = spec_.activation == Activation::gelu ? preactivation(previous) : activation(previous);
-        activation_backward(spec_.activation, input_grad.d, saved, layout_.storage,
+        activation_backward(spec_.activation, d_input, saved, layout_.storage,
                             slice.in * count, compute_stream_);
         current_grad_ = other;
     }
