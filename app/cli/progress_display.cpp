@@ -53,7 +53,8 @@ void ProgressDisplay::start(const RunPlan& plan) {
         categories += (categories.empty() ? "" : ", ") + std::string(to_string(MemoryCategory(c))) + " " +
                       format_bytes(plan.planned_bytes[c]);
     }
-    std::fprintf(out_, "memory plan: %s (%s)\n", format_bytes(plan.planned_total()).c_str(), categories.c_str());
+    std::fprintf(out_, "memory plan: %s (%s)\n", format_bytes(plan.planned_total()).c_str(),
+                 categories.c_str());
     std::fflush(out_);
 }
 

@@ -141,8 +141,10 @@ Result measure(StorageType type, const char* name, const std::vector<int64_t>& s
     for (int layer = 1; layer <= layers; ++layer) {
         const int64_t in = sizes[layer - 1], out = sizes[layer];
         const GemmEpilogue epilogue = layer < layers ? GemmEpilogue::relu_bias : GemmEpilogue::bias;
-        result.forward_ms += median_ms(gemm,
-            linear_forward_product(in, out, batch, weights.ptr, activations.ptr, output.ptr, storage, bias.ptr, epilogue),
+        result.forward_ms += median_ms(
+            gemm,
+            linear_forward_product(in, out, batch, weights.ptr, activations.ptr, output.ptr, storage,
+                                   bias.ptr, epilogue),
             stream);
         result.weight_grad_ms += median_ms(gemm,
             linear_weight_grad_product(in, out, batch, activations.ptr, upstream.ptr,
@@ -150,8 +152,9 @@ Result measure(StorageType type, const char* name, const std::vector<int64_t>& s
             stream);
         flops += 4.0 * batch * in * out;
         if (layer == 1) continue;  // no gradient for the input
-        result.input_grad_ms += median_ms(gemm,
-            linear_input_grad_product(in, out, batch, weights.ptr, upstream.ptr, output.ptr, storage), stream);
+        result.input_grad_ms += median_ms(
+            gemm, linear_input_grad_product(in, out, batch, weights.ptr, upstream.ptr, output.ptr, storage),
+            stream);
         flops += 2.0 * batch * in * out;
     }
     result.update_products_ms = result.forward_ms + result.weight_grad_ms + result.input_grad_ms;
@@ -187,7 +190,8 @@ int main(int argc, char** argv) {
         results.push_back(measure(StorageType::f16, "fp16", sizes, batch, square, stream));
         std::printf("%s: GemmRunner (cuBLASLt, fp32 accumulation), median of %d timed calls\n",
                     properties.name, kRepeats);
-        std::printf("| precision | %lld^3 TFLOP/s | update products ms (fwd / dW / dX) | products TFLOP/s | %% of own %lld^3 |\n",
+        std::printf("| precision | %lld^3 TFLOP/s | update products ms (fwd / dW / dX) "
+                    "| products TFLOP/s | %% of own %lld^3 |\n",
                     static_cast<long long>(square), static_cast<long long>(square));
         std::printf("| --- | ---: | ---: | ---: | ---: |\n");
         for (const Result& r : results) {
@@ -199,8 +203,8 @@ int main(int argc, char** argv) {
         if (!out.empty()) {
             std::FILE* file = std::fopen(out.c_str(), "w");
             if (!file) throw Error("cannot write " + out);
-            std::fprintf(file, "{\"device\": \"%s\", \"batch\": %lld, \"square\": %lld, \"results\": {", properties.name,
-                         static_cast<long long>(batch), static_cast<long long>(square));
+            std::fprintf(file, "{\"device\": \"%s\", \"batch\": %lld, \"square\": %lld, \"results\": {",
+                         properties.name, static_cast<long long>(batch), static_cast<long long>(square));
             for (size_t i = 0; i < results.size(); ++i) {
                 const Result& r = results[i];
                 std::fprintf(file,

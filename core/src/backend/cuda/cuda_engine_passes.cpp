@@ -211,7 +211,8 @@ void CudaEngine::backward(int64_t count) {
         const int other = 1 - current_grad_;
         void* d_input = workspace_at(layout_.grad_offset[other]);
         run_gemm(*gemm_,
-                 linear_input_grad_product(slice.in, slice.out, count, working_weight(layer), dz, d_input, type),
+                 linear_input_grad_product(slice.in, slice.out, count, working_weight(layer), dz,
+                                           d_input, type),
                  compute_stream_);
 
         const int previous = layer - 1;
