@@ -9,9 +9,10 @@
 #             optimizer, activation and loss; mixed precision; accumulation; preload;
 #             checkpointing; the memory plan against the allocator)
 #   check     whole runs through the CLI: fp32 CUDA vs CPU over 50 updates (losses and final
-#             weights < 1e-4 rel.), bf16/fp16 vs CPU fp32, accumulation, preload,
-#             checkpointing, a checkpoint resumed on the GPU and on the CPU, epochs with
-#             partial batches and validation, and identical bits from identical runs
+#             weights < 1e-4 rel.), bf16/fp16 against the CPU engine's own 16-bit and fp32
+#             runs, accumulation, preload, checkpointing, a checkpoint resumed on the GPU and
+#             on the CPU, epochs with partial batches and validation, identical bits from
+#             identical runs; with ReLU, single updates from the same checkpoint (information)
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck, synccheck on short runs
 #   products  the engine's own cuBLASLt products: 8192^3 and one MLP update's products
 #   speed     784-4096-4096-4096-10, batch 4096, fp32/bf16/fp16 (trainbench), with the memory
@@ -24,7 +25,8 @@
 # may run at most 10 minutes; a machine goes back 30 s after a call, so each call should name
 # `build` (about a minute on 16 cores) with the stages it wants.
 # Bulky files (logs, CSVs, weights, generated data) stay in out/gpu; $OUT, which brings at most
-# 8 files back, receives results.md, results.json, checks.txt, device.txt and logs.tar.gz.
+# 8 files back, receives results.md, results.json, checks.txt, information.txt, device.txt,
+# techniques_cuda.md and logs.tar.gz.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/bench/gpu"
@@ -49,8 +51,9 @@ record() { echo "$*" | tee -a "$work/checks.txt"; }
 with_deps_libs() { LD_LIBRARY_PATH="$prefix/missing-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 
 unpack_deps() {
-  [ -e "$prefix/.unpacked" ] && return 0
   ls "$deps"/debs/*.deb > /dev/null 2>&1 || { echo "missing $deps/debs: run bench/gpu/fetch_deps.sh first and carry .deps"; return 1; }
+  # Unpacked once per set of packages (the marker lists them).
+  [ "$(cat "$prefix/.unpacked" 2>/dev/null)" = "$(ls "$deps/debs")" ] && return 0
   rm -rf "$prefix"
   mkdir -p "$prefix/missing-libs"
   local deb lib name
@@ -67,7 +70,7 @@ unpack_deps() {
     [[ "$name" =~ \.so\.[0-9]+$ ]] || continue
     ldconfig -p | grep -q "^[[:space:]]*$name " || ln -sf "$lib" "$prefix/missing-libs/$name"
   done
-  touch "$prefix/.unpacked"
+  ls "$deps/debs" > "$prefix/.unpacked"
 }
 
 step "device"
