@@ -137,6 +137,22 @@ def main():
                      f"{m['parameters'] / MIB:,.0f} / {m['master_weights'] / MIB:,.0f} / {m['gradients'] / MIB:,.0f} / "
                      f"{m['workspace'] / MIB:,.0f} | {ours['device_used_bytes'] / MIB:,.0f} | {torch_cells} |")
 
+    split = {precision: r.get("memory", {}).get("by_category") for precision, r in torch_results["eager"].items()}
+    if any(split.values()):
+        order = ["parameter", "gradient", "optimizer_state", "activation", "temporary", "input",
+                 "autograd_detail", "unknown"]
+        lines += ["", "PyTorch's own split at the peak of an update (its profiler's memory timeline), MiB:", "",
+                  "| precision | " + " | ".join(order) + " | peak |", "| --- |" + " ---: |" * (len(order) + 1)]
+        for precision, by_category in split.items():
+            if not by_category:
+                continue
+            if "error" in by_category:
+                lines.append(f"| {precision} | n/a: {by_category['error'][:80]} |")
+                continue
+            at_peak = by_category["at_peak"]
+            lines.append(f"| {precision} | " + " | ".join(f"{at_peak.get(c, 0) / MIB:,.1f}" for c in order) +
+                         f" | {by_category['peak_bytes'] / MIB:,.1f} |")
+
     failed = [c for c in checks if not c.startswith("PASS")]
     lines += ["", f"Checks: {len(checks) - len(failed)} passed, {len(failed)} failed"]
     lines += [f"- {c}" for c in checks]

@@ -79,11 +79,40 @@ def time_training(precision, batch, steps, warmup, compiled):
               "allocated_after_update_bytes": torch.cuda.memory_allocated(),
               "max_reserved_bytes": torch.cuda.max_memory_reserved(),
               "device_used_bytes": total - free}
+    if not compiled:
+        memory["by_category"] = memory_by_category(update)
     result = {"update_ms": ms, "samples_per_second": batch / (ms / 1000.0),
               "tflops": model_flops_per_update(batch) / (ms / 1000.0) / 1e12, "memory": memory}
     del model, step_model, optimizer, x, y, scaler
     torch.cuda.empty_cache()
     return result
+
+
+def memory_by_category(step, device="cuda:0"):
+    """PyTorch's own split of its memory by category (parameter, gradient, activation, temporary,
+    optimizer state, ...) at the peak of one update, from the profiler's memory timeline (what
+    its memory snapshot tools draw). `step` runs one whole update. The timeline is a private
+    API, so a failure is returned as the error, not raised."""
+    try:
+        from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX, MemoryProfileTimeline
+
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.startswith("cuda"):
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities, profile_memory=True, record_shapes=True,
+                                    with_stack=True) as profiler:
+            step()
+        times, sizes = MemoryProfileTimeline(profiler._memory_profile())._coalesce_timeline(device)
+        peak = max(range(len(sizes)), key=lambda i: sum(sizes[i]))
+        # Category c's bytes are in column _CATEGORY_TO_INDEX[c] + 1 (column 0 is spare), as the
+        # profiler's own plot reads them; a row without the spare column starts at 0.
+        offset = len(sizes[peak]) - len(_CATEGORY_TO_INDEX)
+        names = {index + offset: category.name.lower() if category is not None else "unknown"
+                 for category, index in _CATEGORY_TO_INDEX.items()}
+        return {"peak_bytes": sum(sizes[peak]),
+                "at_peak": {names[i]: size for i, size in enumerate(sizes[peak]) if i in names}}
+    except Exception as error:  # noqa: BLE001 - a private API may change between versions
+        return {"error": f"{type(error).__name__}: {error}"[:300]}
 
 
 def bf16_gemm_peak(n=8192, reps=50):
