@@ -17,12 +17,13 @@ def read_rows(path):
         return {int(row["update"]): row for row in csv.DictReader(f)}
 
 
-def read_safetensors(path):
+def read_safetensors_with_shapes(path):
+    """({name: flat float values}, {name: shape}) of an all-F32 safetensors file."""
     with open(path, "rb") as f:
         (header_len,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(header_len))
         data = f.read()
-    tensors = {}
+    tensors, shapes = {}, {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
@@ -30,7 +31,12 @@ def read_safetensors(path):
             raise SystemExit(f"{path}: {name} is {info['dtype']}, expected F32")
         begin, end = info["data_offsets"]
         tensors[name] = struct.unpack(f"<{(end - begin) // 4}f", data[begin:end])
-    return tensors
+        shapes[name] = info["shape"]
+    return tensors, shapes
+
+
+def read_safetensors(path):
+    return read_safetensors_with_shapes(path)[0]
 
 
 def weight_errors(reference, candidate):

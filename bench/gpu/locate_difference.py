@@ -8,12 +8,10 @@ on the other side of zero switches one (unit, sample) term of the gradient on or
 concentrates the difference in that unit's row of its layer (and, through backprop, the layers
 below it) and leaves the layers above untouched. Prints one INFO line."""
 import argparse
-import json
 import math
-import struct
 import sys
 
-from compare_runs import read_safetensors
+from compare_runs import read_safetensors_with_shapes, weight_errors
 
 
 def norm(values):
@@ -26,13 +24,9 @@ def main():
     parser.add_argument("--reference", required=True, help="safetensors file")
     parser.add_argument("--candidate", required=True)
     args = parser.parse_args()
-    reference, candidate = read_safetensors(args.reference), read_safetensors(args.candidate)
-    with open(args.reference, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        shapes = {k: v["shape"] for k, v in json.loads(f.read(length)).items() if k != "__metadata__"}
-
-    total_diff = math.sqrt(sum((a - b) ** 2 for name in reference for a, b in zip(candidate[name], reference[name])))
-    total_norm = math.sqrt(sum(v * v for t in reference.values() for v in t))
+    reference, shapes = read_safetensors_with_shapes(args.reference)
+    candidate, _ = read_safetensors_with_shapes(args.candidate)
+    total_err, differing = weight_errors(reference, candidate)
     per_tensor = []
     for name, ref in reference.items():
         diff = [a - b for a, b in zip(candidate[name], ref)]
@@ -41,13 +35,13 @@ def main():
     worst_err, worst_name, worst_diff = max(per_tensor)
     detail = ""
     shape = shapes[worst_name]
-    if len(shape) == 2 and total_diff > 0:
+    if len(shape) == 2 and differing > 0:
         rows, cols = shape
         row_norms = [norm(worst_diff[r * cols:(r + 1) * cols]) for r in range(rows)]
         top = max(range(rows), key=lambda r: row_norms[r])
         share = row_norms[top] ** 2 / max(sum(x * x for x in row_norms), 1e-300)
         detail = f"; {100 * share:.0f}% of {worst_name}'s difference is in row {top} of {rows}"
-    print(f"INFO {args.label}: weights rel. err {total_diff / max(total_norm, 1e-30):.2e} "
+    print(f"INFO {args.label}: weights rel. err {total_err:.2e} "
           f"(by tensor: {parts}){detail}")
     return 0
 

@@ -216,26 +216,25 @@ if wants check; then
   train cuda_relu "${relu[@]}" --max-steps 50 --device cuda
   report "$(compare_line "fp32 CUDA vs CPU with relu (adam, 50 updates), for information" cpu_relu cuda_relu 1e-4 1e-4 \
            | sed 's/^\(PASS\|FAIL\)/INFO/')"
-  for update in 24 25 26 27 28 29; do
-    rm -rf "$work/relu_checkpoint_$update"
-    train "cpu_relu_to_$update" "${relu[@]}" --device cpu --threads "$jobs" --max-steps "$update" \
-      --checkpoint-every "$update" --checkpoint-dir "$work/relu_checkpoint_$update"
+  # one_update_from SOURCE UPDATE: SOURCE (cpu|cuda) trains to UPDATE and checkpoints; each
+  # engine then takes update UPDATE+1 from that state, and locate_difference.py compares them.
+  one_update_from() {
+    local source="$1" update="$2" device
+    local checkpoints="$work/relu_checkpoint_${source}_$update" tag="${source}_$update"
+    rm -rf "$checkpoints"
+    train "${source}_relu_to_$update" "${relu[@]}" --device "$source" --threads "$jobs" --max-steps "$update" \
+      --checkpoint-every "$update" --checkpoint-dir "$checkpoints"
     for device in cpu cuda; do
-      train "${device}_relu_step_$update" "${relu[@]}" --device "$device" --max-steps $((update + 1)) \
-        --resume "$work/relu_checkpoint_$update"
+      train "${device}_relu_step_from_$tag" "${relu[@]}" --device "$device" --max-steps $((update + 1)) \
+        --resume "$checkpoints"
     done
-    report "$("$python" "$here/locate_difference.py" --label "update $((update + 1)) from the CPU's checkpoint, CUDA vs CPU" \
-      --reference "$work/cpu_relu_step_$update.safetensors" --candidate "$work/cuda_relu_step_$update.safetensors" 2>&1)"
-  done
-  # The same from the GPU's own state where the free runs part (update 28).
-  rm -rf "$work/relu_checkpoint_cuda_27"
-  train cuda_relu_to_27 "${relu[@]}" --device cuda --max-steps 27 --checkpoint-every 27 \
-    --checkpoint-dir "$work/relu_checkpoint_cuda_27"
-  for device in cpu cuda; do
-    train "${device}_relu_step_cuda_27" "${relu[@]}" --device "$device" --max-steps 28 --resume "$work/relu_checkpoint_cuda_27"
-  done
-  report "$("$python" "$here/locate_difference.py" --label "update 28 from the GPU's checkpoint, CUDA vs CPU" \
-    --reference "$work/cpu_relu_step_cuda_27.safetensors" --candidate "$work/cuda_relu_step_cuda_27.safetensors" 2>&1)"
+    report "$("$python" "$here/locate_difference.py" \
+      --label "update $((update + 1)) from the $([ "$source" = cpu ] && echo "CPU" || echo "GPU")'s checkpoint, CUDA vs CPU" \
+      --reference "$work/cpu_relu_step_from_$tag.safetensors" \
+      --candidate "$work/cuda_relu_step_from_$tag.safetensors" 2>&1)"
+  }
+  for update in 24 25 26 27 28 29; do one_update_from cpu "$update"; done
+  one_update_from cuda 27  # the GPU's own state where the free runs part (update 28)
 
   step "accumulation, preloading, checkpointing, resuming on the GPU"
   accumulate=(--hidden 256,256 --batch-size 240 --max-steps 50 --optimizer sgd --lr 0.05 --momentum 0.9

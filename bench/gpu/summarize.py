@@ -10,18 +10,11 @@ import math
 import re
 import statistics
 
-SIZES = [784, 4096, 4096, 4096, 10]
-BATCH = 4096
+from benchmark_model import BATCH, SIZES, model_flops_per_update
+
 MIB = 1024.0 * 1024.0
 # name in speed_<name>.csv -> (precision, step_size)
 SPEED_RUNS = {"fp32": ("fp32", 1), "bf16": ("bf16", 1), "fp16": ("fp16", 1), "bf16_step4": ("bf16", 4)}
-
-
-def model_flops_per_update(batch):
-    # Same count as torch_mlp_bench.py: forward, dW for every layer, dX for all but the first.
-    pairs = list(zip(SIZES[:-1], SIZES[1:]))
-    forward = sum(2 * batch * i * o for i, o in pairs)
-    return forward + forward + sum(2 * batch * i * o for i, o in pairs[1:])
 
 
 def load_json(path):
@@ -55,12 +48,8 @@ def trainbench_run(out, name, skip):
            "updates_measured": len(timed),
            "memory": {k[4:]: int(v) for k, v in last.items() if k.startswith("mem_")},
            "device_used_bytes": max(int(r["device_used_bytes"]) for r in rows)}
-    try:
-        log = open(f"{out}/speed_{name}.log").read()
-        match = re.search(r"^memory plan: (\S+ \S+)", log, re.M)
-        run["memory_plan"] = match.group(1) if match else "n/a"
-    except OSError:
-        run["memory_plan"] = "n/a"
+    match = re.search(r"^memory plan: (\S+ \S+)", "\n".join(read_lines(f"{out}/speed_{name}.log")), re.M)
+    run["memory_plan"] = match.group(1) if match else "n/a"
     return run
 
 

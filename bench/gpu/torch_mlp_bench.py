@@ -12,15 +12,7 @@ import time
 import torch
 import torch.nn as nn
 
-SIZES = [784, 4096, 4096, 4096, 10]
-
-
-def model_flops_per_update(batch):
-    # forward 2·B·in·out per layer; backward dW 2·B·in·out per layer, dX for all but layer 1
-    pairs = list(zip(SIZES[:-1], SIZES[1:]))
-    forward = sum(2 * batch * i * o for i, o in pairs)
-    backward = forward + sum(2 * batch * i * o for i, o in pairs[1:])
-    return forward + backward
+from benchmark_model import BATCH, SIZES, model_flops_per_update
 
 
 def make_model():
@@ -102,7 +94,7 @@ def memory_by_category(step, device="cuda:0"):
         with torch.profiler.profile(activities=activities, profile_memory=True, record_shapes=True,
                                     with_stack=True) as profiler:
             step()
-        times, sizes = MemoryProfileTimeline(profiler._memory_profile())._coalesce_timeline(device)
+        _, sizes = MemoryProfileTimeline(profiler._memory_profile())._coalesce_timeline(device)
         peak = max(range(len(sizes)), key=lambda i: sum(sizes[i]))
         # Category c's bytes are in column _CATEGORY_TO_INDEX[c] + 1 (column 0 is spare), as the
         # profiler's own plot reads them; a row without the spare column starts at 0.
@@ -133,7 +125,7 @@ def bf16_gemm_peak(n=8192, reps=50):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--batch", type=int, default=4096)
+    parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--out", required=True)
@@ -166,7 +158,6 @@ def main():
                 results["compile"][precision] = {"error": f"{type(error).__name__}: {error}"[:300]}
                 print(f"torch.compile {precision} failed: {results['compile'][precision]['error']}", flush=True)
             save()
-    save()
 
 
 if __name__ == "__main__":
