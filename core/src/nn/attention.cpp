@@ -1,0 +1,143 @@
+#include "nn/attention.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "parallel/parallel_range.hpp"
+
+namespace trainbench {
+
+// One (batch, head) pair at a time, each on one thread, with single-threaded Eigen products
+// over strided views of qkv, out and dqkv (their packing buffers live on the stack, so nothing
+// is allocated; see nn/linear.cpp). Causality is exploited by row tiles of kTile: the scores of
+// rows [r0, r1) are only computed against keys [0, r1), so only the diagonal tiles compute
+// (and then discard) future positions, and T need not be a multiple of the tile.
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstView = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
+using View = Eigen::Map<RowMajor, 0, Eigen::OuterStride<>>;
+
+constexpr int64_t kTile = 64;
+
+struct HeadShape {
+    int64_t T, C, n_head, hs;
+    float scale;  // 1/sqrt(hs) rounded to float, as torch multiplies a float tensor by it
+};
+
+HeadShape head_shape(int64_t T, int64_t C, int64_t n_head) {
+    const int64_t hs = C / n_head;
+    return {T, C, n_head, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))};
+}
+
+// Multiply-adds of one pair's products (the score and value products over the lower triangle).
+int64_t pair_work(const HeadShape& s) { return s.T * (s.T + 1) * s.hs + s.T * s.T; }
+
+void head_forward(const HeadShape& s, const float* qkv, float* out, float* att, int64_t pair) {
+    const int64_t T = s.T, C = s.C, hs = s.hs;
+    const int64_t b = pair / s.n_head, h = pair % s.n_head;
+    const float* base = qkv + b * T * 3 * C + h * hs;
+    ConstView Q(base, T, hs, Eigen::OuterStride<>(3 * C));
+    ConstView K(base + C, T, hs, Eigen::OuterStride<>(3 * C));
+    ConstView V(base + 2 * C, T, hs, Eigen::OuterStride<>(3 * C));
+    View Y(out + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C));
+    float* att_pair = att + pair * T * T;
+    Eigen::Map<RowMajor> A(att_pair, T, T);
+    for (int64_t r0 = 0; r0 < T; r0 += kTile) {
+        const int64_t r1 = std::min(T, r0 + kTile), n = r1 - r0;
+        A.block(r0, 0, n, r1).noalias() = Q.middleRows(r0, n) * K.topRows(r1).transpose();
+        for (int64_t t = r0; t < r1; ++t) {
+            // softmax over keys 0..t of (q k^T) * scale; future keys get exactly 0.
+            float* a = att_pair + t * T;
+            float max_score = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j <= t; ++j) {
+                a[j] *= s.scale;
+                max_score = std::max(max_score, a[j]);
+            }
+            double sum = 0.0;
+            for (int64_t j = 0; j <= t; ++j) {
+                a[j] = std::exp(a[j] - max_score);
+                sum += a[j];
+            }
+            const float inv_sum = static_cast<float>(1.0 / sum);
+#pragma omp simd
+            for (int64_t j = 0; j <= t; ++j) a[j] *= inv_sum;
+            std::fill(a + t + 1, a + T, 0.0f);
+        }
+        Y.middleRows(r0, n).noalias() = A.block(r0, 0, n, r1) * V.topRows(r1);
+    }
+}
+
+// With P = att, dY = dout of this head, S the scaled scores:
+//   dV = P^T dY,  dP = dY V^T,  dS = P o (dP - rowsum(P o dP)) (softmax),
+//   dQ = scale dS K,  dK = scale dS^T Q.
+// G (scratch, T x T) holds dP, then scale * dS; above the diagonal it is only read inside
+// diagonal tiles, where it is set to 0.
+void head_backward(const HeadShape& s, const float* dout, const float* qkv, const float* att, float* dqkv,
+                   int64_t pair, float* G_data) {
+    const int64_t T = s.T, C = s.C, hs = s.hs;
+    const int64_t b = pair / s.n_head, h = pair % s.n_head;
+    const float* base = qkv + b * T * 3 * C + h * hs;
+    float* dbase = dqkv + b * T * 3 * C + h * hs;
+    ConstView Q(base, T, hs, Eigen::OuterStride<>(3 * C));
+    ConstView K(base + C, T, hs, Eigen::OuterStride<>(3 * C));
+    ConstView V(base + 2 * C, T, hs, Eigen::OuterStride<>(3 * C));
+    ConstView dY(dout + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C));
+    View dQ(dbase, T, hs, Eigen::OuterStride<>(3 * C));
+    View dK(dbase + C, T, hs, Eigen::OuterStride<>(3 * C));
+    View dV(dbase + 2 * C, T, hs, Eigen::OuterStride<>(3 * C));
+    const float* att_pair = att + pair * T * T;
+    Eigen::Map<const RowMajor> P(att_pair, T, T);
+    Eigen::Map<RowMajor> G(G_data, T, T);
+    for (int64_t r0 = 0; r0 < T; r0 += kTile) {
+        const int64_t r1 = std::min(T, r0 + kTile), n = r1 - r0;
+        G.block(r0, 0, n, r1).noalias() = dY.middleRows(r0, n) * V.topRows(r1).transpose();
+        for (int64_t t = r0; t < r1; ++t) {
+            const float* p = att_pair + t * T;
+            float* g = G_data + t * T;
+            double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+            for (int64_t j = 0; j <= t; ++j) dot += static_cast<double>(p[j]) * g[j];
+            const float row_dot = static_cast<float>(dot);
+#pragma omp simd
+            for (int64_t j = 0; j <= t; ++j) g[j] = s.scale * (p[j] * (g[j] - row_dot));
+            std::fill(g + t + 1, g + r1, 0.0f);
+        }
+        dQ.middleRows(r0, n).noalias() = G.block(r0, 0, n, r1) * K.topRows(r1);
+    }
+    // Column tiles: keys [c0, c1) are attended to by queries c0 .. T-1 only.
+    for (int64_t c0 = 0; c0 < T; c0 += kTile) {
+        const int64_t c1 = std::min(T, c0 + kTile), m = c1 - c0, below = T - c0;
+        dK.middleRows(c0, m).noalias() = G.block(c0, c0, below, m).transpose() * Q.bottomRows(below);
+        dV.middleRows(c0, m).noalias() = P.block(c0, c0, below, m).transpose() * dY.bottomRows(below);
+    }
+}
+
+}  // namespace
+
+void attention_forward(const float* qkv, float* out, float* att, int64_t B, int64_t T, int64_t C,
+                       int64_t n_head) {
+    const HeadShape s = head_shape(T, C, n_head);
+    parallel_range(B * n_head, pair_work(s), [&](int64_t first, int64_t end) {
+        for (int64_t pair = first; pair < end; ++pair) head_forward(s, qkv, out, att, pair);
+    });
+}
+
+int64_t attention_scratch_floats(int64_t /*B*/, int64_t T, int64_t /*C*/, int64_t /*n_head*/, int threads) {
+    return static_cast<int64_t>(std::max(threads, 1)) * T * T;
+}
+
+void attention_backward(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
+                        int64_t T, int64_t C, int64_t n_head, float* scratch) {
+    const HeadShape s = head_shape(T, C, n_head);
+    const int64_t pairs = B * n_head;
+    parallel_members(pairs * 2 * pair_work(s), [&](int member, int members) {
+        float* G = scratch + member * T * T;
+        for (int64_t pair = pairs * member / members; pair < pairs * (member + 1) / members; ++pair)
+            head_backward(s, dout, qkv, att, dqkv, pair, G);
+    });
+}
+
+}  // namespace trainbench

@@ -1,0 +1,30 @@
+#pragma once
+// Causal multi-head self-attention as nanoGPT's CausalSelfAttention computes it between c_attn
+// and c_proj (no dropout), over row-major activations:
+//   qkv [B, T, 3C] as c_attn outputs it: q = qkv[..., 0:C], k = [C:2C], v = [2C:3C]; head h
+//   uses columns h*hs .. (h+1)*hs of each, hs = C / n_head.
+//   att = softmax(mask(q k^T / sqrt(hs)))  [B, n_head, T, T], y = att v,
+//   out [B, T, C] = y.transpose(1, 2).contiguous().view(B, T, C).
+// The heads are read and written in place through strided views: no permute copies.
+#include <cstdint>
+
+namespace trainbench {
+
+// out as above, and att, the softmax probabilities saved for the backward pass. att is written
+// whole: entries above the diagonal (future positions) are exactly 0, as torch's are.
+// Needs no scratch: the scores are computed in att and normalised there.
+void attention_forward(const float* qkv, float* out, float* att, int64_t B, int64_t T, int64_t C,
+                       int64_t n_head);
+
+// Floats of scratch attention_backward needs when the worker team has `threads` members: one
+// T x T matrix (the gradient of att) per thread. Pass WorkerTeam::shared().members().
+int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t n_head, int threads);
+
+// dqkv [B, T, 3C] (overwritten): the gradient with respect to qkv given dout [B, T, C] and the
+// forward's qkv and att (as attention_forward wrote it: the zeros above the diagonal are read). scratch: attention_scratch_floats(..., WorkerTeam::shared().members())
+// floats. Each (batch, head) pair is computed by one thread in one order, so the bits do not
+// depend on the team's size.
+void attention_backward(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
+                        int64_t T, int64_t C, int64_t n_head, float* scratch);
+
+}  // namespace trainbench

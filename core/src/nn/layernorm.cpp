@@ -1,0 +1,115 @@
+#include "nn/layernorm.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "parallel/parallel_range.hpp"
+
+namespace trainbench {
+namespace {
+
+// dweight and dbias are sums over all rows. To make their bits independent of the number of
+// threads, the rows are cut into at most kRowChunks chunks fixed by `rows` alone; each chunk
+// sums its rows in order into its own slot of the scratch, and the slots are then added in
+// chunk order. 64 chunks keep two to a few dozen threads busy at a scratch of 128 C floats.
+constexpr int64_t kRowChunks = 64;
+
+int64_t row_chunks(int64_t rows) { return std::min(rows, kRowChunks); }
+
+}  // namespace
+
+// Per-row statistics in double (C additions per row: cheap), stored as float as torch does.
+// Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
+void layernorm_forward(const float* inp, const float* weight, const float* bias, float* out, float* mean,
+                       float* rstd, int64_t rows, int64_t C) {
+    parallel_range(rows, 6 * C, [&](int64_t first, int64_t end) {
+        for (int64_t r = first; r < end; ++r) {
+            const float* x = inp + r * C;
+            float* y = out + r * C;
+            double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t i = 0; i < C; ++i) sum += x[i];
+            const double m = sum / static_cast<double>(C);
+            double squares = 0.0;
+#pragma omp simd reduction(+ : squares)
+            for (int64_t i = 0; i < C; ++i) {
+                const double d = static_cast<double>(x[i]) - m;
+                squares += d * d;
+            }
+            const float mu = static_cast<float>(m);
+            const float rs = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(C) + kLayerNormEps));
+            mean[r] = mu;
+            rstd[r] = rs;
+#pragma omp simd
+            for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - mu) * rs * weight[i] + bias[i];
+        }
+    });
+}
+
+int64_t layernorm_backward_scratch_floats(int64_t C) { return kRowChunks * 2 * C; }
+
+// With n = (x - mean) * rstd and dn = weight * dout (llm.c's layernorm_backward):
+//   dinp = rstd * (dn - mean(dn) - n * mean(dn * n)),  dweight = sum dout * n,  dbias = sum dout.
+void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
+                        GradientWrite input_write, GradientWrite param_write, float* scratch) {
+    const int64_t chunks = row_chunks(rows);
+    const bool accumulate_input = input_write == GradientWrite::accumulate;
+    parallel_range(chunks, (rows / std::max<int64_t>(chunks, 1) + 1) * 12 * C, [&](int64_t first, int64_t end) {
+        for (int64_t c = first; c < end; ++c) {
+            float* part_w = scratch + c * 2 * C;
+            float* part_b = part_w + C;
+            std::fill(part_w, part_w + 2 * C, 0.0f);
+            for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) {
+                const float* x = inp + r * C;
+                const float* dy = dout + r * C;
+                float* dx = dinp + r * C;
+                const float mu = mean[r], rs = rstd[r];
+                double sum_dn = 0.0, sum_dn_n = 0.0;
+#pragma omp simd reduction(+ : sum_dn, sum_dn_n)
+                for (int64_t i = 0; i < C; ++i) {
+                    const float n = (x[i] - mu) * rs;
+                    const float dn = weight[i] * dy[i];
+                    sum_dn += dn;
+                    sum_dn_n += static_cast<double>(dn) * n;
+                    part_w[i] += dy[i] * n;
+                    part_b[i] += dy[i];
+                }
+                const float mean_dn = static_cast<float>(sum_dn / static_cast<double>(C));
+                const float mean_dn_n = static_cast<float>(sum_dn_n / static_cast<double>(C));
+                if (accumulate_input) {
+#pragma omp simd
+                    for (int64_t i = 0; i < C; ++i) {
+                        const float n = (x[i] - mu) * rs;
+                        dx[i] += (weight[i] * dy[i] - mean_dn - n * mean_dn_n) * rs;
+                    }
+                } else {
+#pragma omp simd
+                    for (int64_t i = 0; i < C; ++i) {
+                        const float n = (x[i] - mu) * rs;
+                        dx[i] = (weight[i] * dy[i] - mean_dn - n * mean_dn_n) * rs;
+                    }
+                }
+            }
+        }
+    });
+    const bool accumulate_params = param_write == GradientWrite::accumulate;
+    parallel_range(C, 2 * chunks, [&](int64_t first, int64_t end) {
+        for (int64_t i = first; i < end; ++i) {
+            double sum_w = 0.0, sum_b = 0.0;
+            for (int64_t c = 0; c < chunks; ++c) {
+                sum_w += scratch[c * 2 * C + i];
+                sum_b += scratch[c * 2 * C + C + i];
+            }
+            if (accumulate_params) {
+                dweight[i] += static_cast<float>(sum_w);
+                dbias[i] += static_cast<float>(sum_b);
+            } else {
+                dweight[i] = static_cast<float>(sum_w);
+                dbias[i] = static_cast<float>(sum_b);
+            }
+        }
+    });
+}
+
+}  // namespace trainbench

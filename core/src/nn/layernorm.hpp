@@ -1,0 +1,29 @@
+#pragma once
+// torch.nn.LayerNorm(C) (eps 1e-5, with weight and bias) over row-major [rows, C] activations
+// (rows = B*T, torch's x.view(-1, C)), as a forward/backward pair over engine-owned buffers.
+#include <cstdint>
+
+#include "nn/linear.hpp"  // GradientWrite
+
+namespace trainbench {
+
+inline constexpr float kLayerNormEps = 1e-5f;
+
+// out = (inp - mean) * rstd * weight + bias per row; mean and rstd = 1/sqrt(var + eps)
+// (biased variance) are written to [rows] each for the backward pass. out may alias inp.
+void layernorm_forward(const float* inp, const float* weight, const float* bias, float* out, float* mean,
+                       float* rstd, int64_t rows, int64_t C);
+
+// Floats of scratch layernorm_backward needs: one row of dweight and one of dbias partial sums
+// per fixed chunk of rows (see layernorm.cpp), whatever the number of rows or threads.
+int64_t layernorm_backward_scratch_floats(int64_t C);
+
+// dinp (= or +=, input_write) the gradient with respect to inp, and dweight, dbias (= or +=,
+// param_write) summed over the rows. Accumulating dinp is how a pre-LN transformer adds the
+// block's branch gradient onto the residual stream's. dinp may alias dout with overwrite.
+// Bits do not depend on the worker team's size.
+void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
+                        GradientWrite input_write, GradientWrite param_write, float* scratch);
+
+}  // namespace trainbench

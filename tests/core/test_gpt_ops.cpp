@@ -1,0 +1,543 @@
+// The GPT kernels of core/src/nn (LayerNorm, causal attention, embedding, token cross-entropy,
+// GELU) against PyTorch references (tests/fixtures/make_gpt_op_fixtures.py), plus what torch
+// cannot check: bits independent of the worker team's size, the overwrite/accumulate modes of
+// the gradient writes, and causality of the attention.
+//
+// Closeness is the relative error max_i |got_i - want_i| / max(1e-6, max_i |want_i|), which must
+// be <= 1e-5 for every forward output and every gradient; each check prints its error.
+#include <QtTest>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nn/activation.hpp"
+#include "nn/attention.hpp"
+#include "nn/embedding.hpp"
+#include "nn/layernorm.hpp"
+#include "nn/loss.hpp"
+#include "parallel/worker_team.hpp"
+#include "trainbench/weights.hpp"
+
+// Kernels never allocate: this executable interposes the C allocator (as
+// test_steady_state_allocation does) and counts the calls made while `counting` is set.
+extern "C" {
+void* __libc_malloc(size_t);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+}
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+void count() {
+    if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+extern "C" {
+void* malloc(size_t n) {
+    count();
+    return __libc_malloc(n);
+}
+void* calloc(size_t n, size_t m) {
+    count();
+    return __libc_calloc(n, m);
+}
+void* realloc(void* p, size_t n) {
+    count();
+    return __libc_realloc(p, n);
+}
+void* aligned_alloc(size_t alignment, size_t n) {
+    count();
+    return __libc_memalign(alignment, n);
+}
+int posix_memalign(void** out, size_t alignment, size_t n) {
+    count();
+    *out = __libc_memalign(alignment, n);
+    return *out ? 0 : 12;
+}
+void* memalign(size_t alignment, size_t n) {
+    count();
+    return __libc_memalign(alignment, n);
+}
+}
+
+using namespace trainbench;
+
+namespace {
+
+constexpr double kTolerance = 1e-5;
+using Floats = std::vector<float>;
+
+struct Fixture {
+    std::map<std::string, NamedTensor> tensors;
+    std::map<std::string, std::string> metadata;
+};
+
+const Fixture& fixture() {
+    static const Fixture loaded = [] {
+        Fixture f;
+        for (auto& t : read_safetensors(std::string(TRAINBENCH_FIXTURES_DIR) + "/gpt_ops/gpt_ops.safetensors",
+                                        &f.metadata))
+            f.tensors[t.name] = std::move(t);
+        return f;
+    }();
+    return loaded;
+}
+
+const NamedTensor& tensor(const std::string& name) {
+    const auto found = fixture().tensors.find(name);
+    if (found == fixture().tensors.end()) qFatal("fixture tensor %s missing", name.c_str());
+    return found->second;
+}
+const Floats& values(const std::string& name) { return tensor(name).data; }
+
+std::vector<int32_t> token_ids(const std::string& name) {
+    std::vector<int32_t> ids;
+    for (float v : values(name)) ids.push_back(static_cast<int32_t>(v));
+    return ids;
+}
+
+double relative_error(const Floats& got, const Floats& want) {
+    if (got.size() != want.size()) return INFINITY;
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double d = std::abs(static_cast<double>(got[i]) - want[i]);
+        diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+        scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+    }
+    return diff / std::max(1e-6, scale);
+}
+
+bool same_bits(const Floats& a, const Floats& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+Floats random_values(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, scale);
+    Floats v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+Floats nans(size_t n) { return Floats(n, std::nanf("")); }
+
+// Runs `compute` (returning its outputs) on a team of one, then of two, and restores one.
+template <class Compute>
+std::vector<Floats> at_threads(int threads, Compute compute) {
+    WorkerTeam::shared().resize(threads);
+    auto outputs = compute();
+    WorkerTeam::shared().resize(1);
+    return outputs;
+}
+
+}  // namespace
+
+#define CHECK_CLOSE(what, got, want, tolerance)                                                             \
+    do {                                                                                                     \
+        const double error_ = relative_error(got, want);                                                     \
+        qInfo("%-36s relative error %.3g", qPrintable(QString(what)), error_);                              \
+        QVERIFY2(error_ <= (tolerance),                                                                      \
+                 qPrintable(QString("%1: relative error %2 > %3").arg(what).arg(error_).arg(tolerance)));   \
+    } while (0)
+
+#define CHECK_SAME_BITS_AT_1_AND_2_THREADS(...)                                             \
+    do {                                                                                      \
+        const auto one_ = at_threads(1, __VA_ARGS__);                                         \
+        const auto two_ = at_threads(2, __VA_ARGS__);                                         \
+        QCOMPARE(one_.size(), two_.size());                                                   \
+        for (size_t k_ = 0; k_ < one_.size(); ++k_) {                                         \
+            QVERIFY2(!one_[k_].empty(), "no output");                                         \
+            QVERIFY2(same_bits(one_[k_], two_[k_]),                                           \
+                     qPrintable(QString("output %1 differs between 1 and 2 threads").arg(k_))); \
+        }                                                                                     \
+    } while (0)
+
+class TestGptOps : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() {
+        WorkerTeam::shared().resize(1);
+        QVERIFY(!fixture().tensors.empty());
+    }
+
+    // ---- LayerNorm -----------------------------------------------------------------------
+
+    void layernorm_matches_torch() {
+        const auto& x = values("layernorm.x");
+        const int64_t rows = tensor("layernorm.x").shape[0], C = tensor("layernorm.x").shape[1];
+        const auto &w = values("layernorm.weight"), &b = values("layernorm.bias");
+        Floats out = nans(rows * C), mean = nans(rows), rstd = nans(rows);
+        layernorm_forward(x.data(), w.data(), b.data(), out.data(), mean.data(), rstd.data(), rows, C);
+        CHECK_CLOSE("layernorm out", out, values("layernorm.out"), kTolerance);
+
+        // The saved statistics, against double precision (torch does not return them).
+        Floats want_mean(rows), want_rstd(rows);
+        for (int64_t r = 0; r < rows; ++r) {
+            double m = 0.0, v = 0.0;
+            for (int64_t i = 0; i < C; ++i) m += x[r * C + i];
+            m /= C;
+            for (int64_t i = 0; i < C; ++i) v += (x[r * C + i] - m) * (x[r * C + i] - m);
+            want_mean[r] = static_cast<float>(m);
+            want_rstd[r] = static_cast<float>(1.0 / std::sqrt(v / C + 1e-5));
+        }
+        CHECK_CLOSE("layernorm mean", mean, want_mean, 1e-6);
+        CHECK_CLOSE("layernorm rstd", rstd, want_rstd, 1e-6);
+
+        // Overwrite mode must ignore what the buffers held (NaN here).
+        Floats dx = nans(rows * C), dw = nans(C), db = nans(C);
+        Floats scratch(layernorm_backward_scratch_floats(C));
+        layernorm_backward(values("layernorm.dout").data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(),
+                           dw.data(), db.data(), rows, C, GradientWrite::overwrite, GradientWrite::overwrite,
+                           scratch.data());
+        CHECK_CLOSE("layernorm dx", dx, values("layernorm.dx"), kTolerance);
+        CHECK_CLOSE("layernorm dweight", dw, values("layernorm.dweight"), kTolerance);
+        CHECK_CLOSE("layernorm dbias", db, values("layernorm.dbias"), kTolerance);
+    }
+
+    void layernorm_backward_accumulates() {
+        const auto& x = values("layernorm.x");
+        const int64_t rows = tensor("layernorm.x").shape[0], C = tensor("layernorm.x").shape[1];
+        const auto &w = values("layernorm.weight"), &b = values("layernorm.bias"), &dout = values("layernorm.dout");
+        Floats out(rows * C), mean(rows), rstd(rows), scratch(layernorm_backward_scratch_floats(C));
+        layernorm_forward(x.data(), w.data(), b.data(), out.data(), mean.data(), rstd.data(), rows, C);
+        auto backward = [&](Floats& dx, Floats& dw, Floats& db, GradientWrite input, GradientWrite params) {
+            layernorm_backward(dout.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(), dw.data(),
+                               db.data(), rows, C, input, params, scratch.data());
+        };
+        Floats dx_once(rows * C), dw_once(C), db_once(C);
+        backward(dx_once, dw_once, db_once, GradientWrite::overwrite, GradientWrite::overwrite);
+
+        // Parameters: overwrite then accumulate = twice the gradient.
+        Floats dx(rows * C), dw = nans(C), db = nans(C);
+        backward(dx, dw, db, GradientWrite::overwrite, GradientWrite::overwrite);
+        backward(dx, dw, db, GradientWrite::overwrite, GradientWrite::accumulate);
+        Floats dw_twice(C), db_twice(C);
+        for (int64_t i = 0; i < C; ++i) dw_twice[i] = 2.0f * dw_once[i], db_twice[i] = 2.0f * db_once[i];
+        CHECK_CLOSE("layernorm dweight accumulated twice", dw, dw_twice, 1e-6);
+        CHECK_CLOSE("layernorm dbias accumulated twice", db, db_twice, 1e-6);
+        CHECK_CLOSE("layernorm dx overwritten twice", dx, dx_once, 0.0);
+
+        // Input: added onto the residual stream's gradient; parameters left alone by neither.
+        const Floats residual = random_values(rows * C, 1);
+        Floats dx_acc = residual, want(rows * C);
+        backward(dx_acc, dw, db, GradientWrite::accumulate, GradientWrite::overwrite);
+        for (int64_t i = 0; i < rows * C; ++i) want[i] = residual[i] + dx_once[i];
+        CHECK_CLOSE("layernorm dx accumulated", dx_acc, want, 1e-6);
+        CHECK_CLOSE("layernorm dweight overwritten again", dw, dw_once, 0.0);
+    }
+
+    void layernorm_bits_do_not_depend_on_threads() {
+        // Big enough that both kernels split across the team (parallel_range's threshold).
+        const int64_t rows = 4096, C = 128;
+        const Floats x = random_values(rows * C, 2, 3.0f), w = random_values(C, 3), b = random_values(C, 4);
+        const Floats dout = random_values(rows * C, 5);
+        CHECK_SAME_BITS_AT_1_AND_2_THREADS([&] {
+            Floats out(rows * C), mean(rows), rstd(rows), dx(rows * C), dw(C), db(C);
+            Floats scratch(layernorm_backward_scratch_floats(C));
+            layernorm_forward(x.data(), w.data(), b.data(), out.data(), mean.data(), rstd.data(), rows, C);
+            layernorm_backward(dout.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(), dw.data(),
+                               db.data(), rows, C, GradientWrite::overwrite, GradientWrite::overwrite, scratch.data());
+            return std::vector<Floats>{out, mean, rstd, dx, dw, db};
+        });
+    }
+
+    // ---- Attention -----------------------------------------------------------------------
+
+    void attention_matches_torch_data() {
+        QTest::addColumn<QString>("name");
+        QTest::newRow("B 2, T 13, C 32, 4 heads") << "attention_t13";
+        QTest::newRow("B 2, T 16, C 32, 4 heads") << "attention_t16";
+        QTest::newRow("B 1, T 70, C 16, 2 heads (two row tiles)") << "attention_t70";
+    }
+    void attention_matches_torch() {
+        QFETCH(QString, name);
+        const std::string n = name.toStdString();
+        const auto& shape = tensor(n + ".qkv").shape;
+        const int64_t B = shape[0], T = shape[1], C = shape[2] / 3;
+        const int64_t n_head = std::stoll(fixture().metadata.at(n + ".n_head"));
+        const auto& qkv = values(n + ".qkv");
+        Floats out = nans(B * T * C), att = nans(B * n_head * T * T), dqkv = nans(B * T * 3 * C);
+        attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head);
+        CHECK_CLOSE(name + " out", out, values(n + ".out"), kTolerance);
+        CHECK_CLOSE(name + " att", att, values(n + ".att"), kTolerance);
+        Floats scratch(attention_scratch_floats(B, T, C, n_head, WorkerTeam::shared().members()));
+        attention_backward(values(n + ".dout").data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head,
+                           scratch.data());
+        CHECK_CLOSE(name + " dqkv", dqkv, values(n + ".dqkv"), kTolerance);
+    }
+
+    void attention_is_causal() {
+        const int64_t B = 1, T = 70, C = 16, n_head = 2;
+        Floats qkv = random_values(B * T * 3 * C, 6);
+        Floats out(B * T * C), att = nans(B * n_head * T * T);
+        attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head);
+        for (int64_t h = 0; h < n_head; ++h)
+            for (int64_t t = 0; t < T; ++t) {
+                double row_sum = 0.0;
+                for (int64_t j = 0; j < T; ++j) {
+                    const float p = att[(h * T + t) * T + j];
+                    if (j > t) QVERIFY2(p == 0.0f, qPrintable(QString("att[%1, %2, %3] = %4").arg(h).arg(t).arg(j).arg(p)));
+                    else QVERIFY2(p > 0.0f, "a visible position has probability 0");
+                    row_sum += p;
+                }
+                QVERIFY2(std::abs(row_sum - 1.0) < 1e-5, qPrintable(QString("row sum %1").arg(row_sum)));
+            }
+
+        // Changing q, k and v of positions >= t0 leaves the outputs before t0 exactly as they
+        // were, and changes those from t0 on.
+        const int64_t t0 = 40;
+        Floats changed = qkv;
+        for (int64_t i = t0 * 3 * C; i < T * 3 * C; ++i) changed[i] += 1.0f;
+        Floats out_changed(B * T * C), att_changed(B * n_head * T * T);
+        attention_forward(changed.data(), out_changed.data(), att_changed.data(), B, T, C, n_head);
+        QVERIFY(std::memcmp(out.data(), out_changed.data(), t0 * C * sizeof(float)) == 0);
+        for (int64_t t = t0; t < T; ++t)
+            QVERIFY2(std::memcmp(out.data() + t * C, out_changed.data() + t * C, C * sizeof(float)) != 0,
+                     qPrintable(QString("output %1 ignored its own position").arg(t)));
+
+        // A gradient at output t0 only reaches q of t0 and k, v of positions <= t0.
+        Floats dout(B * T * C, 0.0f), dqkv = nans(B * T * 3 * C);
+        for (int64_t i = 0; i < C; ++i) dout[t0 * C + i] = 1.0f + 0.1f * i;
+        Floats scratch(attention_scratch_floats(B, T, C, n_head, WorkerTeam::shared().members()));
+        attention_backward(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, scratch.data());
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t part = 0; part < 3; ++part) {
+                const bool reached = part == 0 ? t == t0 : t <= t0;
+                double norm = 0.0;
+                for (int64_t i = 0; i < C; ++i) norm += std::abs(dqkv[t * 3 * C + part * C + i]);
+                QVERIFY2(reached ? norm > 0.0 : norm == 0.0,
+                         qPrintable(QString("d%1 at position %2: |g| = %3").arg("qkv"[part]).arg(t).arg(norm)));
+            }
+    }
+
+    void attention_bits_do_not_depend_on_threads() {
+        const int64_t B = 2, T = 100, C = 64, n_head = 4;  // 8 pairs, two row tiles each
+        const Floats qkv = random_values(B * T * 3 * C, 7), dout = random_values(B * T * C, 8);
+        CHECK_SAME_BITS_AT_1_AND_2_THREADS([&] {
+            Floats out(B * T * C), att(B * n_head * T * T), dqkv(B * T * 3 * C);
+            Floats scratch(attention_scratch_floats(B, T, C, n_head, WorkerTeam::shared().members()));
+            attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head);
+            attention_backward(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, scratch.data());
+            return std::vector<Floats>{out, att, dqkv};
+        });
+    }
+
+    // ---- Embedding -----------------------------------------------------------------------
+
+    void embedding_matches_torch() {
+        const auto tokens = token_ids("embedding.tokens");
+        const int64_t B = tensor("embedding.tokens").shape[0], T = tensor("embedding.tokens").shape[1];
+        const int64_t vocab = tensor("embedding.wte").shape[0], C = tensor("embedding.wte").shape[1];
+        const auto &wte = values("embedding.wte"), &wpe = values("embedding.wpe");
+        Floats out = nans(B * T * C);
+        embedding_forward(tokens.data(), wte.data(), wpe.data(), out.data(), B, T, C);
+        CHECK_CLOSE("embedding out", out, values("embedding.out"), kTolerance);
+        Floats dwte = nans(vocab * C), dwpe = nans(T * C);
+        embedding_backward(values("embedding.dout").data(), tokens.data(), dwte.data(), dwpe.data(), B, T, C, vocab,
+                           GradientWrite::overwrite, GradientWrite::overwrite);
+        CHECK_CLOSE("embedding dwte", dwte, values("embedding.dwte"), kTolerance);
+        CHECK_CLOSE("embedding dwpe", dwpe, values("embedding.dwpe"), kTolerance);
+        // The fixture repeats tokens and leaves the last one out: its row must be exactly 0.
+        QVERIFY(std::count(tokens.begin(), tokens.end(), int32_t(vocab - 1)) == 0);
+        for (int64_t i = 0; i < C; ++i) QCOMPARE(dwte[(vocab - 1) * C + i], 0.0f);
+    }
+
+    void embedding_backward_accumulates() {
+        const auto tokens = token_ids("embedding.tokens");
+        const int64_t B = tensor("embedding.tokens").shape[0], T = tensor("embedding.tokens").shape[1];
+        const int64_t vocab = tensor("embedding.wte").shape[0], C = tensor("embedding.wte").shape[1];
+        const auto& dout = values("embedding.dout");
+        auto backward = [&](Floats& dwte, Floats& dwpe, GradientWrite wte_write, GradientWrite wpe_write) {
+            embedding_backward(dout.data(), tokens.data(), dwte.data(), dwpe.data(), B, T, C, vocab, wte_write, wpe_write);
+        };
+        Floats dwte_once(vocab * C), dwpe_once(T * C);
+        backward(dwte_once, dwpe_once, GradientWrite::overwrite, GradientWrite::overwrite);
+        Floats dwte = nans(vocab * C), dwpe = nans(T * C);
+        backward(dwte, dwpe, GradientWrite::overwrite, GradientWrite::overwrite);
+        backward(dwte, dwpe, GradientWrite::accumulate, GradientWrite::accumulate);
+        Floats dwte_twice(vocab * C), dwpe_twice(T * C);
+        for (int64_t i = 0; i < vocab * C; ++i) dwte_twice[i] = 2.0f * dwte_once[i];
+        for (int64_t i = 0; i < T * C; ++i) dwpe_twice[i] = 2.0f * dwpe_once[i];
+        CHECK_CLOSE("embedding dwte accumulated twice", dwte, dwte_twice, 1e-6);
+        CHECK_CLOSE("embedding dwpe accumulated twice", dwpe, dwpe_twice, 1e-6);
+
+        // A tied LM head wrote dwte first: the embedding adds to it, and may overwrite dwpe.
+        const Floats head = random_values(vocab * C, 9);
+        Floats tied = head, want(vocab * C);
+        dwpe = nans(T * C);
+        backward(tied, dwpe, GradientWrite::accumulate, GradientWrite::overwrite);
+        for (int64_t i = 0; i < vocab * C; ++i) want[i] = head[i] + dwte_once[i];
+        CHECK_CLOSE("embedding dwte onto the head's", tied, want, 1e-6);
+        CHECK_CLOSE("embedding dwpe overwritten", dwpe, dwpe_once, 0.0);
+    }
+
+    void embedding_bits_do_not_depend_on_threads() {
+        const int64_t B = 24, T = 64, C = 384, vocab = 50;
+        std::mt19937 rng(10);
+        std::geometric_distribution<int> skewed(0.15);  // a few tokens very frequent
+        std::vector<int32_t> tokens(B * T);
+        for (auto& t : tokens) t = std::min<int32_t>(skewed(rng), vocab - 1);
+        const Floats wte = random_values(vocab * C, 11), wpe = random_values(T * C, 12);
+        const Floats dout = random_values(B * T * C, 13);
+        CHECK_SAME_BITS_AT_1_AND_2_THREADS([&] {
+            Floats out(B * T * C), dwte = random_values(vocab * C, 14), dwpe(T * C);
+            embedding_forward(tokens.data(), wte.data(), wpe.data(), out.data(), B, T, C);
+            embedding_backward(dout.data(), tokens.data(), dwte.data(), dwpe.data(), B, T, C, vocab,
+                               GradientWrite::accumulate, GradientWrite::overwrite);
+            return std::vector<Floats>{out, dwte, dwpe};
+        });
+    }
+
+    // ---- Cross-entropy over tokens ----------------------------------------------------------
+
+    void cross_entropy_matches_torch() {
+        const int64_t rows = tensor("cross_entropy.logits").shape[0], V = tensor("cross_entropy.logits").shape[1];
+        const auto& logits = values("cross_entropy.logits");
+        const auto targets = token_ids("cross_entropy.targets");
+        Floats grad = nans(rows * V);
+        int64_t correct = 0;
+        const double loss = softmax_cross_entropy(logits.data(), targets.data(), V, rows, grad.data(),
+                                                  1.0f / static_cast<float>(rows), &correct);
+        CHECK_CLOSE("cross-entropy loss sum", Floats{static_cast<float>(loss)}, values("cross_entropy.loss"), kTolerance);
+        CHECK_CLOSE("cross-entropy dlogits", grad, values("cross_entropy.dlogits"), kTolerance);
+        int64_t want_correct = 0;
+        for (int64_t r = 0; r < rows; ++r)
+            want_correct += std::max_element(logits.begin() + r * V, logits.begin() + (r + 1) * V) -
+                                (logits.begin() + r * V) == targets[r];
+        QCOMPARE(correct, want_correct);
+    }
+
+    void cross_entropy_bits_do_not_depend_on_threads() {
+        const int64_t rows = 4096, V = 65;
+        const Floats logits = random_values(rows * V, 15, 3.0f);
+        std::vector<int32_t> targets(rows);
+        for (int64_t r = 0; r < rows; ++r) targets[r] = static_cast<int32_t>((r * 7) % V);
+        // Every third target is the argmax, so the count of hits is known.
+        Floats peaked = logits;
+        int64_t want_correct = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+            if (r % 3 == 0) peaked[r * V + targets[r]] = 20.0f;
+            want_correct += std::max_element(peaked.begin() + r * V, peaked.begin() + (r + 1) * V) -
+                                (peaked.begin() + r * V) == targets[r];
+        }
+        QVERIFY(want_correct >= rows / 3);
+        std::vector<double> loss_at;
+        std::vector<int64_t> correct_at;
+        CHECK_SAME_BITS_AT_1_AND_2_THREADS([&] {
+            Floats grad(rows * V);
+            int64_t correct = 0;
+            const double loss = softmax_cross_entropy(peaked.data(), targets.data(), V, rows, grad.data(),
+                                                      1.0f / rows, &correct);
+            loss_at.push_back(loss);
+            correct_at.push_back(correct);
+            return std::vector<Floats>{grad};
+        });
+        QCOMPARE(loss_at.size(), size_t{2});
+        QVERIFY2(std::memcmp(&loss_at[0], &loss_at[1], sizeof(double)) == 0, "loss sum differs between 1 and 2 threads");
+        QCOMPARE(correct_at[0], want_correct);
+        QCOMPARE(correct_at[1], want_correct);
+        // The plain running sum of the per-sample losses (differences z - max in float, as the
+        // kernel takes them): only the order of the additions differs.
+        double want_loss = 0.0;
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* z = peaked.data() + r * V;
+            const float max_z = *std::max_element(z, z + V);
+            double sum = 0.0;
+            for (int64_t c = 0; c < V; ++c) sum += std::exp(static_cast<double>(z[c] - max_z));
+            want_loss += std::log(sum) - static_cast<double>(z[targets[r]] - max_z);
+        }
+        QVERIFY2(std::abs(loss_at[0] - want_loss) <= 1e-12 * want_loss,
+                 qPrintable(QString("loss %1 vs %2").arg(loss_at[0], 0, 'g', 17).arg(want_loss, 0, 'g', 17)));
+    }
+
+    // ---- GELU ----------------------------------------------------------------------------
+
+    void gelu_matches_torch() {
+        const auto& x = values("gelu.x");
+        const int64_t n = static_cast<int64_t>(x.size());
+        Floats out = nans(n);
+        activation_forward(Activation::gelu, x.data(), out.data(), n);
+        CHECK_CLOSE("gelu out", out, values("gelu.out"), kTolerance);
+        Floats grad = values("gelu.dout");
+        activation_backward(Activation::gelu, x.data(), out.data(), grad.data(), n);
+        CHECK_CLOSE("gelu dx", grad, values("gelu.dx"), kTolerance);
+    }
+
+    void activation_bits_do_not_depend_on_threads_data() {
+        QTest::addColumn<int>("kind");
+        QTest::newRow("relu") << static_cast<int>(Activation::relu);
+        QTest::newRow("gelu") << static_cast<int>(Activation::gelu);
+        QTest::newRow("tanh") << static_cast<int>(Activation::tanh);
+        QTest::newRow("sigmoid") << static_cast<int>(Activation::sigmoid);
+    }
+    void activation_bits_do_not_depend_on_threads() {
+        QFETCH(int, kind);
+        const auto activation = static_cast<Activation>(kind);
+        const int64_t n = 600000 + 3;  // above parallel_range's threshold even for ReLU, odd split
+        const Floats z = random_values(n, 16, 3.0f), upstream = random_values(n, 17);
+        CHECK_SAME_BITS_AT_1_AND_2_THREADS([&] {
+            Floats a(n), grad = upstream;
+            activation_forward(activation, z.data(), a.data(), n);
+            activation_backward(activation, z.data(), a.data(), grad.data(), n);
+            return std::vector<Floats>{a, grad};
+        });
+    }
+
+    // ---- No heap allocation ------------------------------------------------------------------
+
+    // Every kernel at a GPT-like size (head size 64, several row tiles, two threads), once to
+    // warm up, then counted. The counter itself is checked to count (a vector's allocation).
+    void kernels_do_not_allocate() {
+        const int64_t B = 2, T = 200, C = 384, n_head = 6, vocab = 65, rows = B * T;
+        WorkerTeam::shared().resize(2);
+        std::vector<int32_t> tokens(rows);
+        for (int64_t r = 0; r < rows; ++r) tokens[r] = static_cast<int32_t>((r * 13) % vocab);
+        const Floats wte = random_values(vocab * C, 20), wpe = random_values(T * C, 21);
+        const Floats w = random_values(C, 22), b = random_values(C, 23), qkv = random_values(rows * 3 * C, 24);
+        const Floats d = random_values(rows * 4 * C, 25), logits = random_values(rows * vocab, 26);
+        Floats x(rows * C), y(rows * C), mean(rows), rstd(rows), dx(rows * C), dw(C), db(C);
+        Floats ln_scratch(layernorm_backward_scratch_floats(C));
+        Floats att(B * n_head * T * T), dqkv(rows * 3 * C);
+        Floats att_scratch(attention_scratch_floats(B, T, C, n_head, WorkerTeam::shared().members()));
+        Floats dwte(vocab * C), dwpe(T * C), grad(rows * vocab), h(rows * 4 * C), dh = d;
+        auto step = [&] {
+            embedding_forward(tokens.data(), wte.data(), wpe.data(), x.data(), B, T, C);
+            layernorm_forward(x.data(), w.data(), b.data(), y.data(), mean.data(), rstd.data(), rows, C);
+            attention_forward(qkv.data(), y.data(), att.data(), B, T, C, n_head);
+            activation_forward(Activation::gelu, d.data(), h.data(), rows * 4 * C);
+            int64_t correct = 0;
+            softmax_cross_entropy(logits.data(), tokens.data(), vocab, rows, grad.data(), 1.0f / rows, &correct);
+            activation_backward(Activation::gelu, d.data(), h.data(), dh.data(), rows * 4 * C);
+            attention_backward(d.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, att_scratch.data());
+            layernorm_backward(d.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(), dw.data(), db.data(),
+                               rows, C, GradientWrite::accumulate, GradientWrite::overwrite, ln_scratch.data());
+            embedding_backward(dx.data(), tokens.data(), dwte.data(), dwpe.data(), B, T, C, vocab,
+                               GradientWrite::accumulate, GradientWrite::overwrite);
+        };
+        step();
+        allocations = 0;
+        counting = true;
+        step();
+        counting = false;
+        const long during_step = allocations.load();
+        counting = true;
+        Floats probe(1000);
+        counting = false;
+        WorkerTeam::shared().resize(1);
+        QCOMPARE(during_step, 0L);
+        QVERIFY2(allocations.load() > 0, "the allocation counter did not see a vector's allocation");
+    }
+};
+
+QTEST_APPLESS_MAIN(TestGptOps)
+#include "test_gpt_ops.moc"
