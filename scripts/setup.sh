@@ -27,12 +27,15 @@ jobs="${JOBS:-$(nproc)}"
 
 # What the build, the tests and the examples need. qt6-base-dev brings the OpenGL and Vulkan
 # headers Qt6Gui's CMake package looks for; dataset-fashion-mnist is the Fashion example's data
-# and is read by the tests. nvcc is optional: with it on PATH the CUDA engine is built too.
+# and is read by the tests; bible-kjv (the `bible` program) and bible-kjv-text (its data) give
+# the King James Bible, the GPT example's default corpus "kjv", which the tests extract too.
+# nvcc is optional: with it on PATH the CUDA engine is built too.
 packages=(
   build-essential cmake git ccache pkg-config
   libeigen3-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev
   dataset-fashion-mnist
+  bible-kjv bible-kjv-text
 )
 
 # Seconds since the script started, so a slow phase (apt, build, tests) is easy to spot.
