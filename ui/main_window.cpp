@@ -290,7 +290,7 @@ void MainWindow::updateActions() {
     compare_->setEnabled(selected.size() == 2);
     delete_->setEnabled(!selected.empty());
     const RunRecord* weights_run = single ? single : store_->find(store_->latestRunId());
-    export_weights_->setEnabled(weights_run && !weights_run->weights.layers.empty());
+    export_weights_->setEnabled(weights_run && !weights_run->weights.empty());
 }
 
 void MainWindow::submit(RunConfig config, bool replaceActive) {
@@ -456,7 +456,7 @@ void MainWindow::exportConfig(const QString& path) const {
 void MainWindow::exportWeights(const QString& path) const {
     const auto ids = table_->selectedRunIds();
     const RunRecord* run = ids.size() == 1 ? store_->find(ids.front()) : store_->find(store_->latestRunId());
-    if (!run || run->weights.layers.empty())
+    if (!run || run->weights.empty())
         throw Error("the chosen run has no trained weights (runs opened from a session keep metrics only); "
                     "select a finished run from this session");
     save_weights(path.toStdString(), run->weights);

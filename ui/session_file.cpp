@@ -34,12 +34,6 @@ QJsonArray column(const std::vector<StepMetrics>& steps, Get get) {
     return values;
 }
 
-QJsonArray int_array(const std::vector<int64_t>& values) {
-    QJsonArray array;
-    for (auto v : values) array.append(static_cast<qint64>(v));
-    return array;
-}
-
 QJsonObject plan_to_json(const RunPlan& plan) {
     QJsonArray planned;
     for (auto bytes : plan.planned_bytes) planned.append(static_cast<qint64>(bytes));
@@ -49,7 +43,7 @@ QJsonObject plan_to_json(const RunPlan& plan) {
             {"train_samples", static_cast<qint64>(plan.train_samples)},
             {"updates_per_epoch", static_cast<qint64>(plan.updates_per_epoch)},
             {"total_updates", static_cast<qint64>(plan.total_updates)},
-            {"layer_sizes", int_array(plan.layer_sizes)},
+            {"model_summary", QString::fromStdString(plan.model_summary)},
             {"parameter_count", static_cast<qint64>(plan.parameter_count)},
             {"planned_bytes", planned},
             {"auto_fit_note", QString::fromStdString(plan.auto_fit_note)}};
@@ -63,7 +57,13 @@ RunPlan plan_from_json(const QJsonObject& j) {
     plan.train_samples = j["train_samples"].toInteger();
     plan.updates_per_epoch = j["updates_per_epoch"].toInteger();
     plan.total_updates = j["total_updates"].toInteger();
-    for (const auto& v : j["layer_sizes"].toArray()) plan.layer_sizes.push_back(v.toInteger());
+    plan.model_summary = j["model_summary"].toString().toStdString();
+    if (plan.model_summary.empty()) {
+        // Sessions saved before models were described as data list an MLP's widths.
+        std::string widths;
+        for (const auto& v : j["layer_sizes"].toArray()) widths += (widths.empty() ? "" : "-") + std::to_string(v.toInteger());
+        if (!widths.empty()) plan.model_summary = "MLP " + widths;
+    }
     plan.parameter_count = j["parameter_count"].toInteger();
     const auto planned = j["planned_bytes"].toArray();
     for (int i = 0; i < kMemoryCategoryCount && i < planned.size(); ++i) plan.planned_bytes[static_cast<std::size_t>(i)] = planned[i].toInteger();

@@ -36,14 +36,11 @@ void ProgressDisplay::start(const RunPlan& plan) {
     updates_per_epoch_ = plan.updates_per_epoch;
     line_every_ = std::max<int64_t>(1, total_updates_ / kPlainLinesPerRun);
     if (quiet_) return;
-    std::string model;
-    for (size_t i = 0; i < plan.layer_sizes.size(); ++i)
-        model += (i ? "-" : "") + std::to_string(plan.layer_sizes[i]);
     std::fprintf(out_,
-                 "plan: MLP %s (%" PRId64 " parameters), %" PRId64 " training samples, global batch %" PRId64
+                 "plan: %s (%" PRId64 " parameters), %" PRId64 " training samples, global batch %" PRId64
                  " = micro-batch %" PRId64 " x step_size %" PRId64 ", %" PRId64 " updates/epoch, %" PRId64
                  " updates\n",
-                 model.c_str(), plan.parameter_count, plan.train_samples, plan.global_batch,
+                 plan.model_summary.c_str(), plan.parameter_count, plan.train_samples, plan.global_batch,
                  plan.micro_batch, plan.step_size, plan.updates_per_epoch, plan.total_updates);
     // What the engine will allocate at the peak of an update, before it allocates it: the
     // figure a user sizes --memory-limit and --step-size by.

@@ -113,7 +113,7 @@ int run_train(const TrainArguments& arguments) {
         std::printf("metrics: %" PRId64 " rows written to %s\n", metrics->rows_written(),
                     config.metrics_out.c_str());
     }
-    if (!config.save_weights.empty() && !result.weights.layers.empty()) {
+    if (!config.save_weights.empty() && !result.weights.empty()) {
         save_weights(config.save_weights, result.weights);
         std::printf("weights: saved to %s%s\n", config.save_weights.c_str(),
                     interrupted ? " (as they were when the run was interrupted)" : "");

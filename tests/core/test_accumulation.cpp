@@ -33,11 +33,11 @@ Trace run(RunConfig config, std::shared_ptr<const Dataset> data) {
 
 double max_relative_weight_difference(const ModelWeights& a, const ModelWeights& b) {
     double worst = 0.0;
-    for (size_t l = 0; l < a.layers.size(); ++l) {
+    for (size_t l = 0; l < a.tensors.size(); ++l) {
         double diff = 0.0, norm = 0.0;
-        for (size_t i = 0; i < a.layers[l].weight.size(); ++i) {
-            diff += std::pow(a.layers[l].weight[i] - b.layers[l].weight[i], 2);
-            norm += std::pow(a.layers[l].weight[i], 2);
+        for (size_t i = 0; i < a.tensors[l].data.size(); ++i) {
+            diff += std::pow(a.tensors[l].data[i] - b.tensors[l].data[i], 2);
+            norm += std::pow(a.tensors[l].data[i], 2);
         }
         worst = std::max(worst, std::sqrt(diff / norm));
     }
@@ -131,8 +131,8 @@ private slots:
         const Trace second = run(config, data);
         QCOMPARE(first.losses, second.losses);
         QCOMPARE(first.grad_norms, second.grad_norms);
-        for (size_t l = 0; l < first.result.weights.layers.size(); ++l)
-            QCOMPARE(first.result.weights.layers[l].weight, second.result.weights.layers[l].weight);
+        for (size_t l = 0; l < first.result.weights.tensors.size(); ++l)
+            QCOMPARE(first.result.weights.tensors[l].data, second.result.weights.tensors[l].data);
     }
 
     void stop_flag_ends_the_run_within_one_micro_batch() {

@@ -81,8 +81,8 @@ private slots:
         QCOMPARE(rest.size(), size_t{21});
         QCOMPARE(rest.front().update, int64_t{16});
         for (size_t i = 0; i < rest.size(); ++i) QVERIFY2(rest[i] == full[15 + i], qPrintable(QString("update %1 differs").arg(rest[i].update)));
-        for (size_t l = 0; l < full_result.weights.layers.size(); ++l)
-            QCOMPARE(resumed_result.weights.layers[l].weight, full_result.weights.layers[l].weight);
+        for (size_t l = 0; l < full_result.weights.tensors.size(); ++l)
+            QCOMPARE(resumed_result.weights.tensors[l].data, full_result.weights.tensors[l].data);
         QCOMPARE(resumed_result.last_epoch.val_loss, full_result.last_epoch.val_loss);
     }
 

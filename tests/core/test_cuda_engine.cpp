@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "backend/compute_engine.hpp"
-#include "nn/mlp_init.hpp"
+#include "model/build_model.hpp"
+#include "model/init_weights.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/trainer.hpp"
 
@@ -68,10 +69,7 @@ double relative_error(double a, double b) { return std::abs(a - b) / std::max(st
 
 std::vector<float> flatten(const ModelWeights& weights) {
     std::vector<float> flat;
-    for (const auto& layer : weights.layers) {
-        flat.insert(flat.end(), layer.weight.begin(), layer.weight.end());
-        flat.insert(flat.end(), layer.bias.begin(), layer.bias.end());
-    }
+    for (const auto& tensor : weights.tensors) flat.insert(flat.end(), tensor.data.begin(), tensor.data.end());
     return flat;
 }
 
@@ -109,12 +107,18 @@ Trajectory train(ComputeEngine& engine, const Problem& problem, int64_t global, 
     return trajectory;
 }
 
+// The two losses an MLP trains with: classes > 0 is softmax cross-entropy, else MSE.
+enum class LossKind { softmax_cross_entropy, mean_squared_error };
+
+ModelWeights init_mlp_weights(const std::vector<int64_t>& sizes, uint64_t seed) {
+    return init_weights(build_mlp(sizes, Activation::relu, sizes.back() > 1 ? sizes.back() : 0), seed);
+}
+
 EngineSpec make_spec(const Problem& problem, Activation activation, LossKind loss,
                      OptimizerConfig optimizer, Precision precision, int64_t micro_batch) {
     EngineSpec spec;
-    spec.layer_sizes = problem.sizes;
-    spec.activation = activation;
-    spec.loss = loss;
+    spec.model = build_mlp(problem.sizes, activation,
+                           loss == LossKind::softmax_cross_entropy ? problem.sizes.back() : 0);
     spec.optimizer = optimizer;
     spec.precision = precision;
     spec.max_micro_batch = micro_batch;
@@ -352,7 +356,7 @@ private slots:
 
         const std::vector<int64_t> sizes{12, 16, 4};
         EngineSpec spec;
-        spec.layer_sizes = sizes;
+        spec.model = build_mlp(sizes, Activation::relu, sizes.back());
         spec.optimizer = optimizer_named("adam");
         spec.max_micro_batch = 30;
         spec.max_eval_batch = 30;

@@ -10,7 +10,8 @@
 #include "nn/activation.hpp"
 #include "nn/linear.hpp"
 #include "nn/loss.hpp"
-#include "nn/mlp_init.hpp"
+#include "model/build_model.hpp"
+#include "model/init_weights.hpp"
 #include "nn/packed_weights.hpp"
 #include "parallel/worker_team.hpp"
 
@@ -244,14 +245,13 @@ private slots:
         QFETCH(int, kind);
         QFETCH(bool, classification);
         EngineSpec spec;
-        spec.layer_sizes = {3, 6, 5, classification ? int64_t{4} : int64_t{1}};
-        spec.activation = static_cast<Activation>(kind);
-        spec.loss = classification ? LossKind::softmax_cross_entropy : LossKind::mean_squared_error;
+        spec.model = build_mlp({3, 6, 5, classification ? int64_t{4} : int64_t{1}}, static_cast<Activation>(kind),
+                               classification ? 4 : 0);
         spec.optimizer.kind = OptimizerKind::sgd;
         spec.max_micro_batch = spec.max_eval_batch = 5;
         spec.threads = 1;
         auto engine = make_cpu_engine(spec);
-        const ModelWeights initial = init_mlp_weights(spec.layer_sizes, 3);
+        const ModelWeights initial = init_weights(spec.model, 3);
         const auto x = random_values(3 * 5, 13, 1.5f);
         const std::vector<int32_t> labels{0, 1, 2, 3, 1};
         const auto targets = random_values(5, 14);
@@ -264,15 +264,15 @@ private slots:
         const ModelWeights stepped = engine->weights();
 
         ModelWeights probe = initial;
-        for (size_t l = 0; l < probe.layers.size(); ++l) {
-            auto& w = probe.layers[l].weight;
+        for (size_t l = 0; l < probe.tensors.size(); l += 2) {  // the weights; biases are odd
+            auto& w = probe.tensors[l].data;
             for (size_t i = 0; i < w.size(); i += 3) {  // a third of the weights keeps it quick
                 auto loss = [&] {
                     engine->set_weights(probe);
                     return engine->evaluate(batch).loss_sum;
                 };
                 const double numeric = numeric_derivative(w, i, loss, 1e-2f);
-                const double analytic = initial.layers[l].weight[i] - stepped.layers[l].weight[i];
+                const double analytic = initial.tensors[l].data[i] - stepped.tensors[l].data[i];
                 expect_close(analytic, numeric, 5e-3, "engine dW", i);
             }
         }

@@ -85,8 +85,8 @@ private slots:
         config.gradient_checkpointing = true;
         const RunResult checkpointed = train(config, {}, nullptr, data);
         QCOMPARE(checkpointed.last.loss, plain.last.loss);
-        for (size_t l = 0; l < plain.weights.layers.size(); ++l)
-            QCOMPARE(checkpointed.weights.layers[l].weight, plain.weights.layers[l].weight);
+        for (size_t l = 0; l < plain.weights.tensors.size(); ++l)
+            QCOMPARE(checkpointed.weights.tensors[l].data, plain.weights.tensors[l].data);
     }
 
     void optimizer_state_is_zero_one_or_two_times_the_parameters_data() {
@@ -197,7 +197,7 @@ private slots:
         const RunResult prefetched = train(config, {}, nullptr, data);
         QCOMPARE(prefetched.last.update, inline_loading.last.update);
         QCOMPARE(prefetched.last.loss, inline_loading.last.loss);
-        QCOMPARE(prefetched.weights.layers[0].weight, inline_loading.weights.layers[0].weight);
+        QCOMPARE(prefetched.weights.tensors[0].data, inline_loading.weights.tensors[0].data);
     }
 };
 

@@ -12,6 +12,9 @@
 #include <string>
 
 #include "trainbench/error.hpp"
+#include "model/build_model.hpp"
+#include "model/init_weights.hpp"
+#include "model/param_layout.hpp"
 #include "trainbench/weights.hpp"
 
 using namespace trainbench;
@@ -187,21 +190,23 @@ private slots:
         const QJsonObject reference = load_reference();
         QVERIFY2(!reference.isEmpty(), "fixture JSON missing: run make_safetensors_fixture.py");
         const ModelWeights weights = load_weights(kFixtureStem + ".safetensors");
-        check_weights_shape(weights, {3, 4, 2});
+        check_weights_shape(weights, build_mlp({3, 4, 2}, Activation::relu, 2));
 
         const QJsonArray layers = reference["layers"].toArray();
-        QCOMPARE(weights.layers.size(), size_t(layers.size()));
-        for (size_t l = 0; l < weights.layers.size(); ++l) {
-            const LinearWeights& layer = weights.layers[l];
-            const QJsonArray rows = layers[int(l)].toObject()["weight"].toArray();
-            const QJsonArray bias = layers[int(l)].toObject()["bias"].toArray();
-            QCOMPARE(layer.out, int64_t(rows.size()));
-            for (int64_t o = 0; o < layer.out; ++o) {
+        QCOMPARE(weights.tensors.size(), size_t(2 * layers.size()));
+        for (int l = 0; l < layers.size(); ++l) {
+            const NamedTensor& weight = weights.tensors[size_t(2 * l)];
+            const NamedTensor& bias = weights.tensors[size_t(2 * l + 1)];
+            QCOMPARE(weight.name, "layers." + std::to_string(l) + ".weight");
+            const QJsonArray rows = layers[l].toObject()["weight"].toArray();
+            const QJsonArray bias_values = layers[l].toObject()["bias"].toArray();
+            const int64_t out = weight.shape[0], in = weight.shape[1];
+            QCOMPARE(out, int64_t(rows.size()));
+            for (int64_t o = 0; o < out; ++o) {
                 const QJsonArray row = rows[int(o)].toArray();
-                QCOMPARE(layer.in, int64_t(row.size()));
-                for (int64_t i = 0; i < layer.in; ++i)
-                    QVERIFY(layer.weight[o * layer.in + i] == float(row[int(i)].toDouble()));
-                QVERIFY(layer.bias[o] == float(bias[int(o)].toDouble()));
+                QCOMPARE(in, int64_t(row.size()));
+                for (int64_t i = 0; i < in; ++i) QVERIFY(weight.data[o * in + i] == float(row[int(i)].toDouble()));
+                QVERIFY(bias.data[o] == float(bias_values[int(o)].toDouble()));
             }
         }
     }
@@ -213,16 +218,19 @@ private slots:
         const QJsonArray inputs = reference["inputs"].toArray();
         const QJsonArray outputs = reference["outputs"].toArray();
         QVERIFY(inputs.size() > 0);
+        const size_t layer_count = weights.tensors.size() / 2;
         for (int s = 0; s < inputs.size(); ++s) {
             std::vector<double> x;
             for (const auto& v : inputs[s].toArray()) x.push_back(float(v.toDouble()));
-            for (size_t l = 0; l < weights.layers.size(); ++l) {
-                const LinearWeights& layer = weights.layers[l];
-                std::vector<double> y(layer.out);
-                for (int64_t o = 0; o < layer.out; ++o) {
-                    double sum = layer.bias[o];
-                    for (int64_t i = 0; i < layer.in; ++i) sum += layer.weight[o * layer.in + i] * x[i];
-                    y[o] = (l + 1 < weights.layers.size()) ? std::max(sum, 0.0) : sum;
+            for (size_t l = 0; l < layer_count; ++l) {
+                const NamedTensor& weight = weights.tensors[2 * l];
+                const NamedTensor& bias = weights.tensors[2 * l + 1];
+                const int64_t out = weight.shape[0], in = weight.shape[1];
+                std::vector<double> y(out);
+                for (int64_t o = 0; o < out; ++o) {
+                    double sum = bias.data[o];
+                    for (int64_t i = 0; i < in; ++i) sum += weight.data[o * in + i] * x[i];
+                    y[o] = (l + 1 < layer_count) ? std::max(sum, 0.0) : sum;
                 }
                 x = std::move(y);
             }
@@ -243,52 +251,64 @@ private slots:
         QVERIFY(read_bytes(file) == read_bytes(kFixtureStem + ".safetensors"));
 
         const ModelWeights again = load_weights(file);
-        QCOMPARE(again.layers.size(), weights.layers.size());
-        for (size_t l = 0; l < again.layers.size(); ++l) {
-            QCOMPARE(again.layers[l].weight, weights.layers[l].weight);
-            QCOMPARE(again.layers[l].bias, weights.layers[l].bias);
+        QCOMPARE(again.tensors.size(), weights.tensors.size());
+        for (size_t t = 0; t < again.tensors.size(); ++t) {
+            QCOMPARE(again.tensors[t].name, weights.tensors[t].name);
+            QCOMPARE(again.tensors[t].data, weights.tensors[t].data);
         }
     }
 
-    void load_weights_rejects_incomplete_models() {
-        const std::string file = path("incomplete.safetensors");
-        write_safetensors(file, {{"layers.0.weight", {2, 3}, std::vector<float>(6, 0.f)}});
-        EXPECT_ERROR_CONTAINS(load_weights(file), "missing tensor 'layers.0.bias'");
+    void weights_that_do_not_fit_the_model_are_refused_naming_the_tensor() {
+        const ModelDesc model = build_mlp({3, 2, 1}, Activation::relu, 0);
+        const NamedTensor w0{"layers.0.weight", {2, 3}, std::vector<float>(6, 0.f)};
+        const NamedTensor b0{"layers.0.bias", {2}, {0.f, 0.f}};
+        const NamedTensor w1{"layers.1.weight", {1, 2}, {0.f, 0.f}};
+        const NamedTensor b1{"layers.1.bias", {1}, {0.f}};
+        check_weights_shape(ModelWeights{{w0, b0, w1, b1}}, model);
 
-        write_safetensors(file, {{"layers.0.weight", {2, 3}, std::vector<float>(6, 0.f)},
-                                 {"layers.0.bias", {2}, {0.f, 0.f}},
-                                 {"layers.2.weight", {1, 2}, {0.f, 0.f}},
-                                 {"layers.2.bias", {1}, {0.f}}});
-        EXPECT_ERROR_CONTAINS(load_weights(file), "(a layer is missing)");
+        EXPECT_ERROR_CONTAINS(check_weights_shape(ModelWeights{{w0, w1, b1}}, model),
+                              "weights file has no tensor 'layers.0.bias' of shape [2]");
+        EXPECT_ERROR_CONTAINS(check_weights_shape(ModelWeights{{w0, b0, w1, b1, {"layers.2.weight", {1, 1}, {0.f}}}}, model),
+                              "weights file has tensor 'layers.2.weight' that MLP 3-2-1 does not have");
+        EXPECT_ERROR_CONTAINS(check_weights_shape(ModelWeights{{w0, {"layers.0.bias", {3}, {0.f, 0.f, 0.f}}, w1, b1}}, model),
+                              "weights file has 'layers.0.bias' of shape [3] but the model needs [2]");
 
-        write_safetensors(file, {{"0.weight", {2, 3}, std::vector<float>(6, 0.f)}});
-        EXPECT_ERROR_CONTAINS(load_weights(file), "no tensor 'layers.0.weight'");
-
-        write_safetensors(file, {{"layers.0.weight", {2, 3}, std::vector<float>(6, 0.f)},
-                                 {"layers.0.bias", {3}, {0.f, 0.f, 0.f}}});
-        EXPECT_ERROR_CONTAINS(load_weights(file), "must have shape [2] to match layers.0.weight");
-
-        write_safetensors(file, {{"layers.0.weight", {2, 3}, std::vector<float>(6, 0.f)},
-                                 {"layers.0.bias", {2}, {0.f, 0.f}},
-                                 {"layers.1.weight", {1, 5}, std::vector<float>(5, 0.f)},
-                                 {"layers.1.bias", {1}, {0.f}}});
-        EXPECT_ERROR_CONTAINS(load_weights(file), "takes 5 inputs but layer 0 gives 2 outputs");
+        const std::string file = path("empty_model.safetensors");
+        write_safetensors(file, {});
+        EXPECT_ERROR_CONTAINS(load_weights(file), "holds no tensors");
     }
 
     void check_weights_shape_says_which_flag_to_change() {
-        ModelWeights weights;
-        weights.layers.push_back({2, 128, std::vector<float>(256), std::vector<float>(128)});
-        weights.layers.push_back({128, 3, std::vector<float>(384), std::vector<float>(3)});
-        check_weights_shape(weights, {2, 128, 3});
+        const ModelWeights weights =
+            init_weights(build_mlp({2, 128, 3}, Activation::relu, 3), 1);
+        check_weights_shape(weights, build_mlp({2, 128, 3}, Activation::relu, 3));
 
-        EXPECT_ERROR_CONTAINS(check_weights_shape(weights, {2, 64, 3}),
-                              "weights file has layer 0 of shape [128, 2] but the model needs "
-                              "[64, 2]: use the same --hidden as the run that saved it");
-        EXPECT_ERROR_CONTAINS(check_weights_shape(weights, {2, 128, 128, 3}),
-                              "weights file has 2 layers but the model needs 3");
-        EXPECT_ERROR_CONTAINS(check_weights_shape(weights, {2, 128, 10}),
-                              "layer 1 of shape [3, 128] but the model needs [10, 128]: use a "
-                              "dataset with the same features and outputs");
+        EXPECT_ERROR_CONTAINS(check_weights_shape(weights, build_mlp({2, 64, 3}, Activation::relu, 3)),
+                              "weights file has 'layers.0.weight' of shape [128, 2] but the model needs "
+                              "[64, 2]: use the same --hidden");
+        EXPECT_ERROR_CONTAINS(check_weights_shape(weights, build_mlp({2, 128, 128, 3}, Activation::relu, 3)),
+                              "weights file has 'layers.1.weight' of shape [3, 128] but the model needs [128, 128]: "
+                              "use the same --hidden as the run that saved it");
+        EXPECT_ERROR_CONTAINS(check_weights_shape(weights, build_mlp({2, 128, 10}, Activation::relu, 10)),
+                              "'layers.1.weight' of shape [3, 128] but the model needs [10, 128]: use the same "
+                              "--hidden, and a dataset with the same features and outputs");
+    }
+
+    void gpt_weights_tie_the_lm_head_to_the_token_embedding() {
+        GptShape shape;
+        shape.n_layer = 1, shape.n_head = 2, shape.n_embd = 8, shape.block_size = 4, shape.vocab = 5;
+        const ModelDesc model = build_gpt(shape);
+        const ParamLayout layout = make_param_layout(model);
+        ModelWeights weights = init_weights(model, 3);
+        std::vector<float> store(static_cast<size_t>(layout.count));
+        scatter_weights(model, layout, weights, store.data());
+        const ModelWeights back = gather_weights(model, layout, store.data());
+        QCOMPARE(back.tensors.back().name, std::string("lm_head.weight"));
+        QCOMPARE(back.tensors.back().data, back.find("transformer.wte.weight")->data);
+        check_weights_shape(back, model);  // both names, equal: accepted
+        ModelWeights untied = back;
+        untied.tensors.back().data[0] += 1.0f;
+        EXPECT_ERROR_CONTAINS(check_weights_shape(untied, model), "'lm_head.weight' differs from 'transformer.wte.weight'");
     }
 };
 

@@ -140,8 +140,8 @@ private slots:
         window_->exportWeights(path("weights.safetensors"));
         const ModelWeights weights = load_weights(path("weights.safetensors").toStdString());
         const RunRecord& latest = *window_->runStore().runs().back();
-        QCOMPARE(weights.layers.size(), latest.weights.layers.size());
-        QCOMPARE(weights.layers.front().weight, latest.weights.layers.front().weight);
+        QCOMPARE(weights.tensors.size(), latest.weights.tensors.size());
+        QCOMPARE(weights.tensors.front().data, latest.weights.tensors.front().data);
     }
 
     void sessionReopensWithAllMetrics() {

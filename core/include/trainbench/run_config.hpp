@@ -11,6 +11,7 @@ enum class OptimizerKind { sgd, adam, adamw, rmsprop, adagrad };
 // Decay shape after warmup; warmup_steps > 0 combines a linear warmup with any of them.
 enum class ScheduleKind { constant, linear, cosine, step };
 enum class Precision { fp32, fp16, bf16 };
+enum class ModelFamily { mlp, gpt };
 
 // Hyper-parameters follow torch.optim's names and defaults. Unset optionals resolve to the
 // chosen optimizer's PyTorch default (see resolved_*()).
@@ -52,8 +53,13 @@ struct RunConfig {
     uint64_t seed = 0;
 
     // Model
-    std::vector<int64_t> hidden = {128, 128};
-    Activation activation = Activation::relu;
+    ModelFamily model = ModelFamily::mlp;
+    std::vector<int64_t> hidden = {128, 128};  // mlp
+    Activation activation = Activation::relu;  // mlp
+    int64_t n_layer = 4;                       // gpt: transformer blocks
+    int64_t n_head = 4;                        // gpt: attention heads (divides n_embd)
+    int64_t n_embd = 128;                      // gpt: embedding width
+    int64_t block_size = 128;                  // gpt: context length in tokens
 
     // Batching: batch_size samples per optimizer update (the global batch), split into
     // step_size contiguous micro-batches whose gradients are accumulated.
@@ -92,11 +98,13 @@ std::string to_string(Activation);
 std::string to_string(OptimizerKind);
 std::string to_string(ScheduleKind);
 std::string to_string(Precision);
+std::string to_string(ModelFamily);
 // Parsers throw Error naming the field and the accepted values.
 Activation parse_activation(const std::string&);
 OptimizerKind parse_optimizer(const std::string&);
 ScheduleKind parse_schedule(const std::string&);
 Precision parse_precision(const std::string&);
+ModelFamily parse_model_family(const std::string&);
 // "512MiB", "2GiB", "1.5GB", "1000000" -> bytes; throws Error on anything else.
 int64_t parse_byte_size(const std::string&);
 std::string format_bytes(int64_t bytes);

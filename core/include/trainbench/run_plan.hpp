@@ -20,7 +20,7 @@ struct RunPlan {
     int64_t train_samples = 0;
     int64_t updates_per_epoch = 0;     // ceil(train_samples / global_batch)
     int64_t total_updates = 0;         // epochs * updates_per_epoch, capped by max_steps
-    std::vector<int64_t> layer_sizes;  // input, hidden..., output
+    std::string model_summary;         // "MLP 2-128-128-3", "GPT L4 H4 C128 T128 V65"
     int64_t parameter_count = 0;
     BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update)
     int64_t planned_total() const { return sum_bytes(planned_bytes); }

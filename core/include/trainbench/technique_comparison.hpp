@@ -52,7 +52,7 @@ struct ComparisonRow {
     std::string change;                 // "batch_size 64 -> 128", "precision fp32 -> bf16"
     TechniqueClaim claim;
     RunConfig config;                   // exactly what ran
-    std::vector<int64_t> layer_sizes;   // input, hidden..., output (from the run's plan)
+    std::string model_summary;          // from the run's plan, e.g. "MLP 784-256-10"
     bool ok = false;                    // false: the run failed; `error` says why
     std::string error;
     int64_t updates = 0;

@@ -6,23 +6,19 @@
 
 namespace trainbench {
 
-// Parameters of the MLP as torch.nn.Linear stores them: weight [out, in] row-major, bias [out].
-struct LinearWeights {
-    int64_t in = 0;
-    int64_t out = 0;
-    std::vector<float> weight;  // out * in
-    std::vector<float> bias;    // out
-};
-
-struct ModelWeights {
-    std::vector<LinearWeights> layers;
-};
-
 // A named float32 tensor, as stored in a safetensors file.
 struct NamedTensor {
     std::string name;
     std::vector<int64_t> shape;
     std::vector<float> data;
+};
+
+// A model's parameters by torch state_dict name, in state_dict order (a tied tensor appears
+// under each of its names, as torch's state_dict lists it). nn.Linear weights are [out, in].
+struct ModelWeights {
+    std::vector<NamedTensor> tensors;
+    bool empty() const { return tensors.empty(); }
+    const NamedTensor* find(const std::string& name) const;
 };
 
 // safetensors: 8-byte little-endian header length, JSON header, raw little-endian data.
@@ -33,10 +29,9 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
 std::vector<NamedTensor> read_safetensors(const std::string& path,
                                           std::map<std::string, std::string>* metadata = nullptr);
 
-// The i-th Linear layer's tensors are named "layers.{i}.weight" and "layers.{i}.bias".
+// Weights files are safetensors with the state_dict names (an MLP's i-th Linear layer is
+// "layers.{i}.weight" and "layers.{i}.bias"), so they load in PyTorch and back.
 void save_weights(const std::string& path, const ModelWeights& weights);
 ModelWeights load_weights(const std::string& path);
-// Throws Error when `weights` does not have the layer sizes `layer_sizes` (in, h1, ..., out).
-void check_weights_shape(const ModelWeights& weights, const std::vector<int64_t>& layer_sizes);
 
 }  // namespace trainbench

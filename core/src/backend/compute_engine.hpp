@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model_desc.hpp"
 #include "trainbench/dataset.hpp"
 #include "trainbench/memory.hpp"
 #include "trainbench/run_config.hpp"
@@ -17,12 +18,8 @@
 
 namespace trainbench {
 
-enum class LossKind { softmax_cross_entropy, mean_squared_error };
-
 struct EngineSpec {
-    std::vector<int64_t> layer_sizes;  // input, hidden..., output
-    Activation activation = Activation::relu;
-    LossKind loss = LossKind::softmax_cross_entropy;
+    ModelDesc model;
     OptimizerConfig optimizer;
     Precision precision = Precision::fp32;
     int64_t max_micro_batch = 1;       // buffers are sized for this many samples

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 
+#include "model/param_layout.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -35,13 +36,7 @@ void write_checkpoint(const std::string& directory, const ComputeEngine& engine,
     std::error_code error;
     std::filesystem::create_directories(directory, error);
     if (error) throw Error("cannot create checkpoint folder '" + directory + "': " + error.message());
-    std::vector<NamedTensor> tensors;
-    const ModelWeights weights = engine.weights();
-    for (size_t i = 0; i < weights.layers.size(); ++i) {
-        const auto& layer = weights.layers[i];
-        tensors.push_back({"layers." + std::to_string(i) + ".weight", {layer.out, layer.in}, layer.weight});
-        tensors.push_back({"layers." + std::to_string(i) + ".bias", {layer.out}, layer.bias});
-    }
+    std::vector<NamedTensor> tensors = engine.weights().tensors;
     for (auto& t : engine.optimizer_state()) tensors.push_back(std::move(t));
     const std::map<std::string, std::string> metadata{
         {"format", kFormat},
@@ -63,7 +58,7 @@ void write_checkpoint(const std::string& directory, const ComputeEngine& engine,
 }
 
 LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
-                          const std::vector<int64_t>& layer_sizes) {
+                          const ModelDesc& model) {
     const std::string path = checkpoint_path(directory);
     if (!std::filesystem::exists(path))
         throw Error("no checkpoint in '" + directory + "' (expected " + path + "); check --resume");
@@ -71,19 +66,14 @@ LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
     const auto tensors = read_safetensors(path, &metadata);
     if (field(metadata, "format", path) != kFormat)
         throw Error("checkpoint '" + path + "' has format '" + metadata["format"] + "', expected " + kFormat);
+    // The model's tensors by name; the optimizer state ("optimizer.*") is read separately.
     ModelWeights weights;
-    for (size_t i = 0; i + 1 < layer_sizes.size(); ++i) {
-        LinearWeights layer;
-        layer.in = layer_sizes[i];
-        layer.out = layer_sizes[i + 1];
-        for (const auto& t : tensors) {
-            if (t.name == "layers." + std::to_string(i) + ".weight") layer.weight = t.data;
-            if (t.name == "layers." + std::to_string(i) + ".bias") layer.bias = t.data;
-        }
-        if (layer.weight.size() != static_cast<size_t>(layer.in * layer.out) || layer.bias.size() != static_cast<size_t>(layer.out))
-            throw Error("checkpoint '" + path + "' does not match the model (layer " + std::to_string(i) +
-                        "): resume with the same --hidden and data set");
-        weights.layers.push_back(std::move(layer));
+    for (const auto& t : tensors)
+        if (t.name.rfind("optimizer.", 0) != 0) weights.tensors.push_back(t);
+    try {
+        check_weights_shape(weights, model);
+    } catch (const Error& e) {
+        throw Error("checkpoint '" + path + "' does not match the model (" + e.what() + ")");
     }
     engine.set_weights(weights);
     engine.set_optimizer_state(tensors);

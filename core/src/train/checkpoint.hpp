@@ -31,6 +31,6 @@ void write_checkpoint(const std::string& directory, const ComputeEngine& engine,
 // Loads weights and optimizer state into `engine` and returns the loop state. Throws Error
 // for a missing, truncated or incompatible checkpoint.
 LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
-                          const std::vector<int64_t>& layer_sizes);
+                          const ModelDesc& model);
 
 }  // namespace trainbench

@@ -2,23 +2,15 @@
 
 #include <string>
 
+#include "model/build_model.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/trainer.hpp"
 
 namespace trainbench {
 
-std::vector<int64_t> model_layer_sizes(const RunConfig& config, const Dataset& data) {
-    std::vector<int64_t> sizes{data.features};
-    sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
-    sizes.push_back(data.output_width());
-    return sizes;
-}
-
 EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch) {
     EngineSpec spec;
-    spec.layer_sizes = model_layer_sizes(config, data);
-    spec.activation = config.activation;
-    spec.loss = data.task == Task::classification ? LossKind::softmax_cross_entropy : LossKind::mean_squared_error;
+    spec.model = build_model(config, data);
     spec.optimizer = config.optimizer;
     spec.precision = config.precision;
     spec.max_micro_batch = micro_batch;

@@ -7,7 +7,6 @@
 
 namespace trainbench {
 
-std::vector<int64_t> model_layer_sizes(const RunConfig& config, const Dataset& data);
 EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch);
 bool is_cuda_device(const std::string& device);
 int cuda_device_index(const std::string& device);

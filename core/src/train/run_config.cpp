@@ -58,6 +58,7 @@ constexpr NameTable<ScheduleKind, 4> kScheduleNames{{{ScheduleKind::constant, "c
 constexpr NameTable<Precision, 3> kPrecisionNames{{{Precision::fp32, "fp32"},
                                                    {Precision::fp16, "fp16"},
                                                    {Precision::bf16, "bf16"}}};
+constexpr NameTable<ModelFamily, 2> kModelFamilyNames{{{ModelFamily::mlp, "mlp"}, {ModelFamily::gpt, "gpt"}}};
 
 template <typename Enum, size_t N>
 std::string name_of(const NameTable<Enum, N>& table, Enum value) {
@@ -98,6 +99,7 @@ std::string to_string(Activation a) { return name_of(kActivationNames, a); }
 std::string to_string(OptimizerKind k) { return name_of(kOptimizerNames, k); }
 std::string to_string(ScheduleKind k) { return name_of(kScheduleNames, k); }
 std::string to_string(Precision p) { return name_of(kPrecisionNames, p); }
+std::string to_string(ModelFamily m) { return name_of(kModelFamilyNames, m); }
 
 Activation parse_activation(const std::string& s) {
     return parse_name(kActivationNames, s, "activation");
@@ -110,6 +112,9 @@ ScheduleKind parse_schedule(const std::string& s) {
 }
 Precision parse_precision(const std::string& s) {
     return parse_name(kPrecisionNames, s, "precision");
+}
+ModelFamily parse_model_family(const std::string& s) {
+    return parse_name(kModelFamilyNames, s, "model");
 }
 
 int64_t parse_byte_size(const std::string& text) {
@@ -288,6 +293,18 @@ void validate(const RunConfig& c) {
             reject("--hidden", "hidden layer " + std::to_string(i) + " has width " +
                                    std::to_string(c.hidden[i]) +
                                    "; every layer needs at least 1 unit (e.g. --hidden 128,128)");
+
+    if (c.model == ModelFamily::gpt) {
+        require_at_least("--n-layer", c.n_layer, 1);
+        require_at_least("--n-head", c.n_head, 1);
+        require_at_least("--n-embd", c.n_embd, 1);
+        require_at_least("--block-size", c.block_size, 1);
+        if (c.n_embd % c.n_head != 0)
+            reject("--n-head", std::to_string(c.n_head) + " heads do not divide --n-embd " + std::to_string(c.n_embd) +
+                                   " (each head gets n_embd / n_head channels); e.g. --n-embd " +
+                                   std::to_string((c.n_embd / c.n_head + 1) * c.n_head) + " or --n-head " +
+                                   std::to_string(std::max<int64_t>(1, c.n_head / 2)));
+    }
 
     require_at_least("--batch-size", c.batch_size, 1);
     require_at_least("--step-size", c.step_size, 1,

@@ -94,9 +94,8 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.total_updates = plan.updates_per_epoch * config.epochs;
     if (config.max_steps > 0) plan.total_updates = std::min(plan.total_updates, config.max_steps);
     const auto spec = make_engine_spec(config, data, plan.micro_batch);
-    plan.layer_sizes = spec.layer_sizes;
-    for (size_t i = 0; i + 1 < plan.layer_sizes.size(); ++i)
-        plan.parameter_count += plan.layer_sizes[i] * plan.layer_sizes[i + 1] + plan.layer_sizes[i + 1];
+    plan.model_summary = spec.model.summary;
+    plan.parameter_count = spec.model.parameter_count();
     plan.planned_bytes = plan_engine_memory(config, spec);
     if (data.train.count == 0) throw Error("data set '" + data.name + "' has no training rows");
     return plan;

@@ -99,7 +99,7 @@ struct RunMeasurements {
     int64_t peak_activations = 0;
     int64_t peak_rss = 0;
     int64_t batch_samples = 0;
-    std::vector<int64_t> layer_sizes;
+    std::string model_summary;
 };
 
 double median_after(std::vector<double> values, int64_t skip) {
@@ -128,7 +128,7 @@ RunResult run_measured(const RunConfig& config, const std::atomic<bool>* stop,
     out.losses.reserve(out.update_ms.capacity());
     Observer observer;
     observer.on_start = [&out](const RunPlan& plan) {
-        out.layer_sizes = plan.layer_sizes;
+        out.model_summary = plan.model_summary;
         out.batch_samples = plan.global_batch;
     };
     observer.on_update = [&out](const StepMetrics& m) {
@@ -164,15 +164,6 @@ std::string signed_percent(double value) {
     char buffer[32];
     std::snprintf(buffer, sizeof buffer, "%+.1f%%", value);
     return buffer;
-}
-
-std::string model_description(const std::vector<int64_t>& layer_sizes) {
-    std::string text;
-    for (size_t i = 0; i < layer_sizes.size(); ++i) {
-        if (i > 0) text += "-";
-        text += std::to_string(layer_sizes[i]);
-    }
-    return text;
 }
 
 }  // namespace
@@ -281,7 +272,7 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
             if (row.technique == Technique::baseline) throw;
             row.error = e.what();
         }
-        row.layer_sizes = measured.layer_sizes;
+        row.model_summary = measured.model_summary;
         row.updates = static_cast<int64_t>(measured.update_ms.size());
         row.samples_per_update = measured.batch_samples;
         row.median_update_ms = median_after(measured.update_ms, options.warmup_updates);
@@ -318,8 +309,8 @@ std::string comparison_to_markdown(const std::vector<ComparisonRow>& rows) {
     std::ostringstream out;
     if (!rows.empty()) {
         const ComparisonRow& first = rows.front();
-        out << "Measured on " << first.config.dataset << ", MLP "
-            << model_description(first.layer_sizes) << ", device " << first.config.device << ", "
+        out << "Measured on " << first.config.dataset << ", "
+            << first.model_summary << ", device " << first.config.device << ", "
             << first.config.max_steps << " updates per run (median update time after the first "
             << "updates; peak memory = the engine allocator's largest total held, cache included)."
             << "\n\n";
@@ -354,7 +345,7 @@ std::string comparison_to_csv(const std::vector<ComparisonRow>& rows) {
         out << csv_field(to_string(row.technique)) << ',' << csv_field(row.change) << ','
             << csv_field(row.claim.faster) << ',' << csv_field(row.claim.less_memory) << ','
             << (row.ok ? 1 : 0) << ',' << csv_field(row.error) << ',' << csv_field(row.config.dataset)
-            << ',' << model_description(row.layer_sizes) << ',' << csv_field(row.config.device) << ','
+            << ',' << csv_field(row.model_summary) << ',' << csv_field(row.config.device) << ','
             << to_string(row.config.precision) << ',' << row.config.batch_size << ','
             << row.config.step_size << ',' << row.updates << ',' << number(row.median_update_ms) << ','
             << number(row.samples_per_second) << ',' << row.peak_memory_bytes << ','

@@ -6,7 +6,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "nn/mlp_init.hpp"
+#include "model/init_weights.hpp"
+#include "model/param_layout.hpp"
 #include "optim/lr_schedule.hpp"
 #include "precision/loss_scaler.hpp"
 #include "train/checkpoint.hpp"
@@ -73,7 +74,7 @@ private:
         engine_ = make_engine(config_, spec_);
 
         if (!config_.resume_dir.empty()) {
-            state_ = read_checkpoint(config_.resume_dir, *engine_, spec_.layer_sizes);
+            state_ = read_checkpoint(config_.resume_dir, *engine_, spec_.model);
             if (state_.seed != config_.seed)
                 throw Error("checkpoint in '" + config_.resume_dir + "' was made with --seed " + std::to_string(state_.seed) +
                             ", not " + std::to_string(config_.seed) + ": resume with the same seed");
@@ -81,9 +82,9 @@ private:
             ModelWeights weights;
             if (!config_.init_weights.empty()) {
                 weights = load_weights(config_.init_weights);
-                check_weights_shape(weights, spec_.layer_sizes);
+                check_weights_shape(weights, spec_.model);
             } else {
-                weights = init_mlp_weights(spec_.layer_sizes, config_.seed);
+                weights = init_weights(spec_.model, config_.seed);
             }
             engine_->set_weights(weights);
             state_.seed = config_.seed;

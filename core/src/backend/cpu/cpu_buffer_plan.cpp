@@ -15,7 +15,8 @@ int idx(MemoryCategory c) { return static_cast<int>(c); }
 
 CpuBufferPlan make_cpu_buffer_plan(const EngineSpec& spec) {
     CpuBufferPlan plan;
-    const auto& sizes = spec.layer_sizes;
+    const std::vector<int64_t> sizes = mlp_layer_sizes(spec.model);
+    plan.activation = mlp_activation(spec.model);
     int64_t offset = 0;
     for (size_t i = 0; i + 1 < sizes.size(); ++i) {
         LayerSlice slice;
@@ -46,7 +47,7 @@ CpuBufferPlan make_cpu_buffer_plan(const EngineSpec& spec) {
     plan.optimizer_slots = optimizer_state_slots(spec.optimizer);
     plan.half = spec.precision != Precision::fp32;
     plan.hidden_layers = static_cast<int64_t>(sizes.size()) - 2;
-    plan.save_preactivation = activation_needs_input(spec.activation);
+    plan.save_preactivation = activation_needs_input(plan.activation);
     plan.widest = *std::max_element(sizes.begin(), sizes.end());
     for (int64_t l = 1; l <= plan.hidden_layers; ++l) plan.widest_hidden = std::max(plan.widest_hidden, sizes[l]);
     plan.micro_batch = std::max(spec.max_micro_batch, spec.max_eval_batch);

@@ -25,6 +25,7 @@ struct CpuBufferPlan {
     std::vector<LayerSlice> layers;
     int64_t parameter_count = 0;
     int optimizer_slots = 0;
+    Activation activation = Activation::relu;
     bool half = false;               // 16-bit weights and saved activations
     int64_t hidden_layers = 0;       // n: activations A_1..A_n (A_0 is the input)
     int64_t segment = 1;             // checkpointing keeps A_l with l % segment == 0

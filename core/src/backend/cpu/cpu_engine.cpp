@@ -14,6 +14,7 @@
 
 #include "backend/compute_engine.hpp"
 #include "backend/cpu/cpu_buffer_plan.hpp"
+#include "model/param_layout.hpp"
 #include "memory/tracking_arena.hpp"
 #include "nn/activation.hpp"
 #include "nn/linear.hpp"
@@ -32,7 +33,8 @@ namespace {
 class CpuEngine final : public ComputeEngine {
 public:
     explicit CpuEngine(const EngineSpec& spec)
-        : spec_(spec), plan_(make_cpu_buffer_plan(spec)), arena_(spec.memory_limit_bytes) {
+        : spec_(spec), plan_(make_cpu_buffer_plan(spec)), params_(make_param_layout(spec.model)),
+          classification_(spec.model.classes > 0), arena_(spec.memory_limit_bytes) {
         WorkerTeam::shared().resize(plan_.threads);
 
         const int64_t p = plan_.parameter_count;
@@ -57,27 +59,12 @@ public:
     }
 
     void set_weights(const ModelWeights& weights) override {
-        for (size_t i = 0; i < plan_.layers.size(); ++i) {
-            const auto& slice = plan_.layers[i];
-            std::copy(weights.layers[i].weight.begin(), weights.layers[i].weight.end(), master_ + slice.weight_offset);
-            std::copy(weights.layers[i].bias.begin(), weights.layers[i].bias.end(), master_ + slice.bias_offset);
-        }
+        scatter_weights(spec_.model, params_, weights, master_);
         refresh_16bit_weights();
         packed_stale_ = true;
     }
 
-    ModelWeights weights() const override {
-        ModelWeights out;
-        for (const auto& slice : plan_.layers) {
-            LinearWeights layer;
-            layer.in = slice.in;
-            layer.out = slice.out;
-            layer.weight.assign(master_ + slice.weight_offset, master_ + slice.weight_offset + slice.in * slice.out);
-            layer.bias.assign(master_ + slice.bias_offset, master_ + slice.bias_offset + slice.out);
-            out.layers.push_back(std::move(layer));
-        }
-        return out;
-    }
+    ModelWeights weights() const override { return gather_weights(spec_.model, params_, master_); }
 
     // The next backward pass overwrites the gradients instead of adding to them, which saves
     // a pass over all of them per update.
@@ -90,7 +77,7 @@ public:
         const float* logits = forward(batch, n);
         float* grad = g_[0];
         const float grad_scale = static_cast<float>(loss_scale / normaliser);
-        const double loss = spec_.loss == LossKind::softmax_cross_entropy
+        const double loss = classification_
             ? softmax_cross_entropy(logits, batch.labels, plan_.layers.back().out, n, grad, grad_scale, nullptr)
             : mean_squared_error(logits, batch.targets, n, grad, grad_scale);
         backward(n);
@@ -117,7 +104,7 @@ public:
         acquire_step_buffers();
         const float* logits = forward(batch, batch.count);
         EvalTotals totals;
-        if (spec_.loss == LossKind::softmax_cross_entropy) {
+        if (classification_) {
             totals.loss_sum = softmax_cross_entropy(logits, batch.labels, plan_.layers.back().out, batch.count,
                                                     nullptr, 1.0f, &totals.correct);
         } else {
@@ -279,13 +266,13 @@ private:
             float* a = static_cast<float*>(a_slots_[next]);
             float* z = plan_.save_preactivation ? static_cast<float*>(z_slots_[next]) : a;
             packed_forward(l, input, z, n);
-            activation_forward(spec_.activation, z, a, count);
+            activation_forward(plan_.activation, z, a, count);
             return a;
         }
         packed_forward(l, input, wide_z_, n);
         round_to_16bit(spec_.precision, wide_z_, count);
         if (plan_.save_preactivation) store_16bit(spec_.precision, wide_z_, static_cast<uint16_t*>(z_slots_[next]), count);
-        activation_forward(spec_.activation, wide_z_, wide_a_, count);
+        activation_forward(plan_.activation, wide_z_, wide_a_, count);
         store_16bit(spec_.precision, wide_a_, static_cast<uint16_t*>(a_slots_[next]), count);
         load_16bit(spec_.precision, static_cast<uint16_t*>(a_slots_[next]), wide_a_, count);
         return wide_a_;
@@ -352,7 +339,7 @@ private:
                                        g_[current], weight_grad, bias_grad, g_[1 - current], slice.in, slice.out, n,
                                        write);
                 const float* z = preactivation_f32(j, n, wide_z_);
-                activation_backward(spec_.activation, z, input, g_[1 - current], slice.in * n);
+                activation_backward(plan_.activation, z, input, g_[1 - current], slice.in * n);
                 current = 1 - current;
             } else {
                 linear_weight_grad(input, g_[current], weight_grad, bias_grad, slice.in, slice.out, n, write);
@@ -362,6 +349,8 @@ private:
 
     EngineSpec spec_;
     CpuBufferPlan plan_;
+    ParamLayout params_;  // an MLP's store is its state_dict order, as the plan's layer slices
+    bool classification_;
     TrackingArena arena_;
     float* master_ = nullptr;
     uint16_t* params16_ = nullptr;

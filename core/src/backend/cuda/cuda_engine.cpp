@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/kernels.hpp"
+#include "model/param_layout.hpp"
 #include "optim/optimizer_step.hpp"
 #include "trainbench/error.hpp"
 
@@ -108,7 +109,7 @@ void CudaEngine::create_resources() {
                                                   train.values_f32.size() * sizeof(float),
                                                   cudaMemcpyHostToDevice, compute_stream_));
         }
-        if (spec_.loss == LossKind::softmax_cross_entropy) {
+        if (layout_.classification) {
             TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(base + layout_.preload_labels_offset,
                                                   train.labels.data(), train.labels.size() * sizeof(int32_t),
                                                   cudaMemcpyHostToDevice, compute_stream_));
@@ -188,14 +189,15 @@ void CudaEngine::upload_parameters(const std::vector<float>& flat) {
 
 void CudaEngine::set_weights(const ModelWeights& weights) {
     activate_device();
-    check_weights_shape(weights, layout_.sizes);
+    check_weights_shape(weights, spec_.model);
     std::vector<float> flat(static_cast<size_t>(layout_.parameter_count), 0.0f);
     for (int l = 0; l < layout_.layer_count(); ++l) {
         const LinearSlice& slice = layout_.layers[l];
-        std::copy(weights.layers[l].weight.begin(), weights.layers[l].weight.end(),
-                  flat.begin() + slice.weight_offset);
-        std::copy(weights.layers[l].bias.begin(), weights.layers[l].bias.end(),
-                  flat.begin() + slice.bias_offset);
+        const std::string prefix = "layers." + std::to_string(l);
+        const std::vector<float>& weight = weights.find(prefix + ".weight")->data;
+        const std::vector<float>& bias = weights.find(prefix + ".bias")->data;
+        std::copy(weight.begin(), weight.end(), flat.begin() + slice.weight_offset);
+        std::copy(bias.begin(), bias.end(), flat.begin() + slice.bias_offset);
     }
     upload_parameters(flat);
 }
@@ -205,15 +207,15 @@ ModelWeights CudaEngine::weights() const {
     const std::vector<float> flat =
         download(static_cast<const float*>(master_.ptr), layout_.parameter_count);
     ModelWeights result;
-    for (const LinearSlice& slice : layout_.layers) {
-        LinearWeights layer;
-        layer.in = slice.in;
-        layer.out = slice.out;
-        layer.weight.assign(flat.begin() + slice.weight_offset,
-                            flat.begin() + slice.weight_offset + slice.in * slice.out);
-        layer.bias.assign(flat.begin() + slice.bias_offset,
-                          flat.begin() + slice.bias_offset + slice.out);
-        result.layers.push_back(std::move(layer));
+    for (int l = 0; l < layout_.layer_count(); ++l) {
+        const LinearSlice& slice = layout_.layers[l];
+        const std::string prefix = "layers." + std::to_string(l);
+        result.tensors.push_back({prefix + ".weight", {slice.out, slice.in},
+                                  std::vector<float>(flat.begin() + slice.weight_offset,
+                                                     flat.begin() + slice.weight_offset + slice.in * slice.out)});
+        result.tensors.push_back({prefix + ".bias", {slice.out},
+                                  std::vector<float>(flat.begin() + slice.bias_offset,
+                                                     flat.begin() + slice.bias_offset + slice.out)});
     }
     return result;
 }

@@ -47,7 +47,7 @@ void* CudaEngine::logits() const {
 
 void* CudaEngine::layer_output(int layer) const {
     if (layer == layout_.layer_count()) return logits();
-    return spec_.activation == Activation::gelu ? preactivation(layer) : activation(layer);
+    return layout_.activation == Activation::gelu ? preactivation(layer) : activation(layer);
 }
 
 const void* CudaEngine::working_weight(int layer) const {
@@ -65,7 +65,7 @@ const void* CudaEngine::working_bias(int layer) const {
 void CudaEngine::stage_batch(const MicroBatch& batch) {
     const int64_t count = batch.count;
     const int64_t features = layout_.sizes[0];
-    const bool classification = spec_.loss == LossKind::softmax_cross_entropy;
+    const bool classification = layout_.classification;
     auto* device_labels = static_cast<int32_t*>(workspace_at(layout_.labels_offset));
     auto* device_targets = static_cast<float*>(workspace_at(layout_.targets_offset));
     void* input = activation(0);
@@ -136,7 +136,7 @@ void CudaEngine::forward_layer(int layer, int64_t count) {
                                            activation(layer - 1), layer_output(layer),
                                            to_cuda(layout_.storage), working_bias(layer), GemmEpilogue::none);
 
-    const Activation kind = spec_.activation;
+    const Activation kind = layout_.activation;
     if (!last && kind == Activation::relu) {
         call.epilogue = GemmEpilogue::relu_bias;
         if (gemm_->run(call, compute_stream_)) return;
@@ -163,7 +163,7 @@ void CudaEngine::loss_and_gradient(int64_t count, float grad_scale, bool with_gr
     auto* totals = static_cast<double*>(workspace_at(layout_.totals_offset));
     void* dlogits = with_gradient ? workspace_at(layout_.grad_offset[current_grad_]) : nullptr;
     const int64_t outputs = layout_.sizes.back();
-    if (spec_.loss == LossKind::softmax_cross_entropy) {
+    if (layout_.classification) {
         softmax_cross_entropy(logits(), layout_.storage,
                               static_cast<const int32_t*>(workspace_at(layout_.labels_offset)),
                               outputs, count, grad_scale, dlogits, sample_loss, sample_correct,
@@ -183,7 +183,7 @@ void CudaEngine::loss_and_gradient(int64_t count, float grad_scale, bool with_gr
 void CudaEngine::recompute_segment_ending_at(int layer, int64_t count) {
     const int k = layout_.checkpoint_segment;
     const int first = layer - k + 1;
-    const int last = spec_.activation == Activation::gelu ? layer : layer - 1;
+    const int last = layout_.activation == Activation::gelu ? layer : layer - 1;
     if (last >= first) forward_layers(first, last, count);
 }
 
@@ -217,8 +217,8 @@ void CudaEngine::backward(int64_t count) {
 
         const int previous = layer - 1;
         if (k > 0 && previous % k == 0) recompute_segment_ending_at(previous, count);
-        const void* saved = spec_.activation == Activation::gelu ? preactivation(previous) : activation(previous);
-        activation_backward(spec_.activation, d_input, saved, layout_.storage,
+        const void* saved = layout_.activation == Activation::gelu ? preactivation(previous) : activation(previous);
+        activation_backward(layout_.activation, d_input, saved, layout_.storage,
                             slice.in * count, compute_stream_);
         current_grad_ = other;
     }

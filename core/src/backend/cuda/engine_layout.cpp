@@ -58,23 +58,26 @@ StorageType storage_type_for(Precision precision) {
 }
 
 EngineLayout make_engine_layout(const EngineSpec& spec) {
-    if (spec.layer_sizes.size() < 2) throw Error("the model needs an input and an output size");
-    for (int64_t size : spec.layer_sizes) {
+    const std::vector<int64_t> sizes = mlp_layer_sizes(spec.model);
+    if (sizes.size() < 2) throw Error("the model needs an input and an output size");
+    for (int64_t size : sizes) {
         if (size <= 0) throw Error("every layer size must be positive");
     }
     EngineLayout layout;
     layout.storage = storage_type_for(spec.precision);
     layout.batch = std::max<int64_t>(1, spec.max_micro_batch);
-    layout.sizes = spec.layer_sizes;
-    const int layer_count = static_cast<int>(spec.layer_sizes.size()) - 1;
+    layout.sizes = sizes;
+    layout.activation = mlp_activation(spec.model);
+    layout.classification = spec.model.classes > 0;
+    const int layer_count = static_cast<int>(sizes.size()) - 1;
     const int64_t element = storage_bytes(layout.storage);
     const int64_t batch = layout.batch;
 
     int64_t cursor = 0;
     for (int l = 0; l < layer_count; ++l) {
         LinearSlice slice;
-        slice.in = spec.layer_sizes[l];
-        slice.out = spec.layer_sizes[l + 1];
+        slice.in = sizes[l];
+        slice.out = sizes[l + 1];
         slice.weight_offset = align_up(cursor, kParameterAlignment);
         slice.bias_offset = align_up(slice.weight_offset + slice.in * slice.out, kParameterAlignment);
         cursor = slice.bias_offset + slice.out;
@@ -85,15 +88,15 @@ EngineLayout make_engine_layout(const EngineSpec& spec) {
     layout.optimizer_slots = optimizer_state_slots(spec.optimizer);
 
     // Activations.
-    const bool keeps_preactivation = spec.activation == Activation::gelu;
+    const bool keeps_preactivation = layout.activation == Activation::gelu;
     const int k = spec.gradient_checkpointing ? best_segment_length(layer_count, keeps_preactivation) : 0;
     layout.checkpoint_segment = k;
     int64_t widest_hidden = 0;
-    for (int l = 1; l < layer_count; ++l) widest_hidden = std::max(widest_hidden, spec.layer_sizes[l]);
+    for (int l = 1; l < layer_count; ++l) widest_hidden = std::max(widest_hidden, sizes[l]);
     layout.output_offset.assign(layer_count, -1);
     layout.preact_offset.assign(layer_count, -1);
     int64_t arena = 0;
-    layout.output_offset[0] = take(arena, spec.layer_sizes[0] * batch * element);
+    layout.output_offset[0] = take(arena, sizes[0] * batch * element);
     std::vector<int64_t> scratch_outputs, scratch_preacts;
     if (k > 0) {
         for (int p = 0; p + 1 < k; ++p) scratch_outputs.push_back(take(arena, widest_hidden * batch * element));
@@ -102,7 +105,7 @@ EngineLayout make_engine_layout(const EngineSpec& spec) {
         }
     }
     for (int l = 1; l < layer_count; ++l) {
-        const int64_t bytes = spec.layer_sizes[l] * batch * element;
+        const int64_t bytes = sizes[l] * batch * element;
         if (k == 0) {
             layout.output_offset[l] = take(arena, bytes);
             if (keeps_preactivation) layout.preact_offset[l] = take(arena, bytes);
@@ -112,19 +115,19 @@ EngineLayout make_engine_layout(const EngineSpec& spec) {
             if (keeps_preactivation) layout.preact_offset[l] = scratch_preacts[position];
         }
     }
-    layout.logits_offset = take(arena, spec.layer_sizes[layer_count] * batch * element);
+    layout.logits_offset = take(arena, sizes[layer_count] * batch * element);
     layout.activation_bytes = arena;
 
     // Workspace.
     int64_t widest_output = 0;
-    for (int l = 1; l <= layer_count; ++l) widest_output = std::max(widest_output, spec.layer_sizes[l]);
+    for (int l = 1; l <= layer_count; ++l) widest_output = std::max(widest_output, sizes[l]);
     int64_t work = 0;
     layout.gemm_workspace_bytes = static_cast<int64_t>(GemmRunner::kWorkspaceBytes);
     layout.gemm_workspace_offset = take(work, layout.gemm_workspace_bytes);
     layout.grad_offset[0] = take(work, widest_output * batch * element);
     layout.grad_offset[1] = take(work, widest_output * batch * element);
     if (layout.storage != StorageType::f32) {
-        layout.upload_offset = take(work, spec.layer_sizes[0] * batch * 4);
+        layout.upload_offset = take(work, sizes[0] * batch * 4);
     }
     layout.labels_offset = take(work, batch * 4);
     layout.targets_offset = take(work, batch * 4);

@@ -21,6 +21,8 @@ struct EngineLayout {
     StorageType storage = StorageType::f32;
     int64_t batch = 0;  // columns every activation buffer holds (max_micro_batch)
     std::vector<int64_t> sizes;  // input, hidden..., output
+    Activation activation = Activation::relu;
+    bool classification = true;  // softmax cross-entropy, else mean squared error
     std::vector<LinearSlice> layers;
     // Flat parameters, each tensor starting on a 512-byte boundary so that cuBLASLt sees
     // aligned operands; the padding is zero and stays zero under every optimizer.

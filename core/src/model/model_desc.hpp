@@ -1,0 +1,84 @@
+#pragma once
+// A model as plain data: its parameter tensors (torch state_dict names and shapes, how they are
+// initialised, whether AdamW decays them) and a flat list of ops, each naming the tensors it
+// reads and writes, in the spirit of llm.c's explicit forward/backward. Builders (mlp_model.cpp,
+// gpt_model.cpp) produce it; the engines, the planner, weight files, checkpoints and the run
+// plan read it, so a model's layout is described once.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainbench/run_config.hpp"
+
+namespace trainbench {
+
+enum class InitRule {
+    uniform,  // U(-scale, scale): torch.nn.Linear's default with scale 1/sqrt(fan_in)
+    normal,   // N(0, scale^2): nanoGPT's init
+    zeros,
+    ones,
+};
+
+struct ParamDesc {
+    std::string name;              // torch state_dict name
+    std::vector<int64_t> shape;    // as torch stores it (nn.Linear weight is [out, in])
+    bool decay = true;             // AdamW's weight decay applies (nanoGPT: dim() >= 2)
+    InitRule init = InitRule::zeros;
+    float init_scale = 0.0f;
+    std::string alias;             // a second state_dict name for the same tensor (tied lm_head)
+    int64_t numel() const;
+};
+
+// An intermediate tensor of one micro-batch: elements per sample; fp32 even in mixed precision
+// when it holds statistics (LayerNorm's mean and rstd), otherwise the run's storage type.
+struct TensorDesc {
+    std::string name;
+    int64_t per_sample = 0;
+    bool statistics = false;
+};
+
+enum class OpKind {
+    linear,         // out = in W^T (+ b); params {W [out, in], b [out]} or {W}
+    activation,     // out = f(in), element-wise
+    embedding,      // out = wte[tokens] + wpe[position]; reads the micro-batch's tokens
+    layernorm,      // out, mean, rstd = LayerNorm(in); params {weight, bias}
+    attention,      // causal multi-head self-attention over qkv; out, probabilities
+    residual_add,   // out = in0 + in1
+    cross_entropy,  // softmax cross-entropy of in against the micro-batch's labels
+    mean_squared_error,
+};
+
+struct OpDesc {
+    OpKind kind = OpKind::linear;
+    std::vector<int> inputs;   // tensor ids
+    std::vector<int> outputs;  // tensor ids; outputs[0] is the result, the rest saved aux
+    std::vector<int> params;   // param ids
+    Activation activation = Activation::relu;  // activation ops
+    int64_t rows_per_sample = 1;  // rows of [rows, width] activations one sample contributes
+    int64_t heads = 0;            // attention
+    int segment = -1;             // gradient checkpointing unit (a GPT block, MLP layers)
+};
+
+struct ModelDesc {
+    ModelFamily family = ModelFamily::mlp;
+    std::string summary;               // "MLP 2-128-128-3", "GPT L4 H4 C128 T128 V65"
+    bool token_input = false;          // samples are token windows (gpt), else float features
+    int64_t input_per_sample = 0;      // features or tokens
+    int64_t loss_terms_per_sample = 1; // targets per sample: 1, or the context length
+    int64_t classes = 0;               // logits per loss term (0: regression)
+    std::vector<ParamDesc> params;     // in state_dict order
+    std::vector<TensorDesc> tensors;
+    std::vector<OpDesc> ops;
+
+    int64_t parameter_count() const;
+    // Index of the parameter named `name` (or aliased so), -1 when there is none.
+    int find_param(const std::string& name) const;
+};
+
+// An MLP's widths (input, hidden..., output) read back from its description, for the engines
+// whose buffers are still laid out per Linear layer. Throws Error for other families.
+std::vector<int64_t> mlp_layer_sizes(const ModelDesc& model);
+// The activation between an MLP's layers (relu when it has no hidden layer).
+Activation mlp_activation(const ModelDesc& model);
+
+}  // namespace trainbench

@@ -1,0 +1,99 @@
+#include "model/param_layout.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "trainbench/error.hpp"
+
+namespace trainbench {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+    std::string text = "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) text += ", ";
+        text += std::to_string(shape[i]);
+    }
+    return text + "]";
+}
+
+// Which flags decide a tensor's shape, so the message can say what to change.
+std::string shape_hint(const ModelDesc& model, const std::string& name) {
+    if (model.family == ModelFamily::gpt)
+        return "use the same --n-layer, --n-embd, --block-size and text as the run that saved it";
+    const std::string first = "layers.0.";
+    const std::string last = "layers." + std::to_string(model.params.size() / 2 - 1) + ".";
+    if (name.rfind(first, 0) == 0 || name.rfind(last, 0) == 0)
+        return "use the same --hidden, and a dataset with the same features and outputs, as the run that saved it";
+    return "use the same --hidden as the run that saved it";
+}
+
+}  // namespace
+
+ParamLayout make_param_layout(const ModelDesc& model) {
+    ParamLayout layout;
+    layout.offset.assign(model.params.size(), 0);
+    for (int pass = 0; pass < 2; ++pass) {
+        const bool decayed = pass == 0;
+        for (size_t i = 0; i < model.params.size(); ++i) {
+            if (model.params[i].decay != decayed) continue;
+            layout.offset[i] = layout.count;
+            layout.count += model.params[i].numel();
+        }
+        if (decayed) layout.decay_end = layout.count;
+    }
+    return layout;
+}
+
+void check_weights_shape(const ModelWeights& weights, const ModelDesc& model) {
+    for (const ParamDesc& p : model.params) {
+        const NamedTensor* t = weights.find(p.name);
+        const NamedTensor* alias = p.alias.empty() ? nullptr : weights.find(p.alias);
+        if (!t) t = alias;
+        if (!t)
+            throw Error("weights file has no tensor '" + p.name + "' of shape " + shape_text(p.shape) + " (the model is " +
+                        model.summary + "): " + shape_hint(model, p.name));
+        if (t->shape != p.shape)
+            throw Error("weights file has '" + t->name + "' of shape " + shape_text(t->shape) + " but the model needs " +
+                        shape_text(p.shape) + ": " + shape_hint(model, p.name));
+        if (static_cast<int64_t>(t->data.size()) != p.numel())
+            throw Error("weights file's '" + t->name + "' holds " + std::to_string(t->data.size()) + " values but shape " +
+                        shape_text(p.shape) + " needs " + std::to_string(p.numel()));
+        if (alias && alias != t && (alias->shape != t->shape || alias->data != t->data))
+            throw Error("weights file's '" + p.alias + "' differs from '" + p.name + "': this model ties them (nanoGPT's "
+                        "weight tying), so they must be equal");
+    }
+    for (const NamedTensor& t : weights.tensors)
+        if (model.find_param(t.name) < 0)
+            throw Error("weights file has tensor '" + t.name + "' that " + model.summary + " does not have: " +
+                        shape_hint(model, t.name));
+}
+
+void scatter_weights(const ModelDesc& model, const ParamLayout& layout, const ModelWeights& weights, float* store) {
+    check_weights_shape(weights, model);
+    for (size_t i = 0; i < model.params.size(); ++i) {
+        const ParamDesc& p = model.params[i];
+        const NamedTensor* t = weights.find(p.name);
+        if (!t) t = weights.find(p.alias);
+        std::copy(t->data.begin(), t->data.end(), store + layout.offset[i]);
+    }
+}
+
+ModelWeights gather_weights(const ModelDesc& model, const ParamLayout& layout, const float* store) {
+    ModelWeights weights;
+    for (size_t i = 0; i < model.params.size(); ++i) {
+        const ParamDesc& p = model.params[i];
+        const float* begin = store + layout.offset[i];
+        weights.tensors.push_back({p.name, p.shape, std::vector<float>(begin, begin + p.numel())});
+    }
+    for (size_t i = 0; i < model.params.size(); ++i) {
+        const ParamDesc& p = model.params[i];
+        if (p.alias.empty()) continue;
+        const float* begin = store + layout.offset[i];
+        weights.tensors.push_back({p.alias, p.shape, std::vector<float>(begin, begin + p.numel())});
+    }
+    return weights;
+}
+
+}  // namespace trainbench

@@ -1,0 +1,33 @@
+#pragma once
+// Where each parameter lives in an engine's flat parameter store, and the moves between that
+// store and named weights. One layout for every backend: trainable tensors that AdamW decays
+// first, then those it does not, each group in state_dict order, so weight decay, gradients,
+// optimizer state and the gradient norm each cover contiguous ranges. (An MLP decays every
+// tensor, so its store is its state_dict order: layers.0.weight, layers.0.bias, ...)
+#include <cstdint>
+#include <vector>
+
+#include "model/model_desc.hpp"
+#include "trainbench/weights.hpp"
+
+namespace trainbench {
+
+struct ParamLayout {
+    std::vector<int64_t> offset;  // per ModelDesc::params entry, in elements
+    int64_t count = 0;            // elements in the store
+    int64_t decay_end = 0;        // [0, decay_end) decays, [decay_end, count) does not
+};
+
+ParamLayout make_param_layout(const ModelDesc& model);
+
+// Throws Error with one line when `weights` does not fit `model`: a tensor missing, of another
+// shape, one the model does not have, or tied copies that differ. The hint names the flags
+// that decide the shapes.
+void check_weights_shape(const ModelWeights& weights, const ModelDesc& model);
+
+// Copies checked weights into the store / reads the store back as state_dict tensors (a tied
+// tensor under each of its names, the alias last as torch's state_dict lists lm_head).
+void scatter_weights(const ModelDesc& model, const ParamLayout& layout, const ModelWeights& weights, float* store);
+ModelWeights gather_weights(const ModelDesc& model, const ParamLayout& layout, const float* store);
+
+}  // namespace trainbench
