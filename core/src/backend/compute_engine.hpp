@@ -39,6 +39,8 @@ struct MicroBatch {
     const float* targets = nullptr;    // regression
     const int64_t* indices = nullptr;
     int64_t count = 0;
+    // Token models: inputs [count x context]; labels then hold the next tokens, [count x context].
+    const int32_t* tokens = nullptr;
 };
 
 struct EvalTotals {
@@ -52,6 +54,9 @@ public:
 
     virtual void set_weights(const ModelWeights& weights) = 0;
     virtual ModelWeights weights() const = 0;
+    // The accumulated gradients under the parameters' names (as weights() names them), for
+    // checks against a reference. Engines that cannot read them back say so (Error).
+    virtual ModelWeights gradients() const;
 
     virtual void zero_grad() = 0;
     // Adds d(loss_scale * sum_i loss_i / normaliser)/dθ to the gradients, where normaliser is
@@ -84,6 +89,11 @@ public:
 // Planned bytes by category for `spec` on the CPU engine: exactly what it will allocate.
 BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec);
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);
+// The executor over the model description (plan/graph_plan.hpp): every model family in fp32.
+// make_cpu_engine hands GPTs to it; MLPs still run on the layer-chain engine until it covers
+// 16-bit storage too.
+BytesByCategory plan_cpu_graph_memory(const EngineSpec& spec);
+std::unique_ptr<ComputeEngine> make_cpu_graph_engine(const EngineSpec& spec);
 
 #ifdef TRAINBENCH_WITH_CUDA
 BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec);

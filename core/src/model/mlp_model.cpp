@@ -39,8 +39,9 @@ ModelDesc build_mlp(const std::vector<int64_t>& sizes, Activation activation, in
         linear.inputs = {current};
         linear.outputs = {z};
         linear.params = {weight, weight + 1};
-        // Layer i computes A_{i+1}; A_l is kept when l % per_segment == 0.
-        linear.segment = last ? -1 : static_cast<int>((i + 1) / per_segment);
+        // Layer i computes A_{i+1} from A_i. Segment k holds layers k*s .. k*s+s-1, so it keeps
+        // only its input A_{k*s} and recomputes A_{k*s+1} .. A_{k*s+s-1}.
+        linear.segment = last ? -1 : static_cast<int>(i / per_segment);
         m.ops.push_back(linear);
         current = z;
         if (last) break;

@@ -44,12 +44,16 @@ void weight_grad_rows(const float* input, const float* grad_output, float* grad_
     const int64_t count = end - first;
     if (count <= 0) return;
     Eigen::Map<RowMajor> dW(grad_weight + first * in, count, in);
-    Eigen::Map<Vector> db(grad_bias + first, count);
     if (write == GradientWrite::overwrite) {
         dW.noalias() = dZ.middleRows(first, count) * X.transpose();
-        db.noalias() = dZ.middleRows(first, count).rowwise().sum();
     } else {
         dW.noalias() += dZ.middleRows(first, count) * X.transpose();
+    }
+    if (!grad_bias) return;  // a Linear without bias (a GPT's LM head)
+    Eigen::Map<Vector> db(grad_bias + first, count);
+    if (write == GradientWrite::overwrite) {
+        db.noalias() = dZ.middleRows(first, count).rowwise().sum();
+    } else {
         db.noalias() += dZ.middleRows(first, count).rowwise().sum();
     }
 }

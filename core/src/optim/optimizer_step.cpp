@@ -1,5 +1,7 @@
 #include "optim/optimizer_step.hpp"
 
+#include <algorithm>
+
 #include "parallel/parallel_range.hpp"
 
 #include <cmath>
@@ -196,25 +198,29 @@ void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n
 
 void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
                         float* state, int64_t n, double lr, double grad_multiplier,
-                        int64_t step) {
+                        int64_t step, int64_t decay_end) {
     if (step < 1) throw std::invalid_argument("optimizer_step_cpu: step is 1-based");
     if (static_cast<unsigned>(config.kind) > static_cast<unsigned>(OptimizerKind::adagrad))
         throw std::logic_error("optimizer_step_cpu: unknown OptimizerKind");
+    if (decay_end < 0 || decay_end > n) decay_end = n;
+    OptimizerConfig no_decay = config;
+    no_decay.weight_decay = 0.0;
     // Element-wise rules: each slice of the flat arrays is updated independently, so the
-    // result does not depend on how the work is split.
+    // result does not depend on how the work is split, nor on where the decayed group ends.
+    auto rule = [&](const OptimizerConfig& c, int64_t begin, int64_t end) {
+        if (begin >= end) return;
+        switch (c.kind) {
+            case OptimizerKind::sgd: sgd_step(c, params, grads, state, begin, end, lr, step); return;
+            case OptimizerKind::adam: adam_step(c, false, params, grads, state, state + n, begin, end, lr, step); return;
+            case OptimizerKind::adamw: adam_step(c, true, params, grads, state, state + n, begin, end, lr, step); return;
+            case OptimizerKind::rmsprop: rmsprop_step(c, params, grads, state, n, begin, end, lr); return;
+            case OptimizerKind::adagrad: adagrad_step(c, params, grads, state, begin, end, lr, step); return;
+        }
+    };
     parallel_range(n, 8, [&](int64_t begin, int64_t end) {
         if (grad_multiplier != 1.0) scale_in_place(grads, begin, end, grad_multiplier);
-        switch (config.kind) {
-            case OptimizerKind::sgd: sgd_step(config, params, grads, state, begin, end, lr, step); return;
-            case OptimizerKind::adam:
-                adam_step(config, false, params, grads, state, state + n, begin, end, lr, step);
-                return;
-            case OptimizerKind::adamw:
-                adam_step(config, true, params, grads, state, state + n, begin, end, lr, step);
-                return;
-            case OptimizerKind::rmsprop: rmsprop_step(config, params, grads, state, n, begin, end, lr); return;
-            case OptimizerKind::adagrad: adagrad_step(config, params, grads, state, begin, end, lr, step); return;
-        }
+        rule(config, begin, std::min(end, decay_end));
+        rule(no_decay, std::max(begin, decay_end), end);
     });
 }
 

@@ -18,9 +18,11 @@ void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n
 // One update: grads are first multiplied by grad_multiplier (loss-scale undo x clipping),
 // then the rule for config.kind is applied with learning rate lr. step is 1-based.
 // Parallel over n on the engine's WorkerTeam; the result does not depend on the thread count.
+// Weight decay applies to [0, decay_end) only (parameter groups as nanoGPT's: the store puts
+// the decayed tensors first); decay_end -1 decays all n.
 void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
                         float* state, int64_t n, double lr, double grad_multiplier,
-                        int64_t step);
+                        int64_t step, int64_t decay_end = -1);
 
 // Names of the state buffers for checkpoints ("momentum_buffer", "exp_avg", ...).
 const char* optimizer_state_name(const OptimizerConfig& config, int slot);

@@ -95,6 +95,7 @@ BytesByCategory CpuBufferPlan::planned_bytes() const {
 }
 
 BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec) {
+    if (spec.model.family != ModelFamily::mlp) return plan_cpu_graph_memory(spec);
     return make_cpu_buffer_plan(spec).planned_bytes();
 }
 

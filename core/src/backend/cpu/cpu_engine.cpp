@@ -372,6 +372,7 @@ private:
 }  // namespace
 
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec) {
+    if (spec.model.family != ModelFamily::mlp) return make_cpu_graph_engine(spec);
     return std::make_unique<CpuEngine>(spec);
 }
 

@@ -1,0 +1,231 @@
+#include "plan/graph_plan.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include "memory/tracking_arena.hpp"
+#include "nn/attention.hpp"
+#include "nn/layernorm.hpp"
+
+namespace trainbench {
+namespace {
+
+constexpr int64_t kAlignFloats = 16;  // 64 bytes: every planned offset starts a cache line
+
+int64_t align(int64_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+
+// Who reads each tensor, and which op writes it.
+struct Uses {
+    std::vector<int> producer;                                  // -1: the micro-batch's input
+    std::vector<std::vector<std::pair<int, int>>> consumers;    // (op, input index)
+};
+
+Uses find_uses(const ModelDesc& model) {
+    Uses uses;
+    uses.producer.assign(model.tensors.size(), -1);
+    uses.consumers.resize(model.tensors.size());
+    for (size_t o = 0; o < model.ops.size(); ++o) {
+        const OpDesc& op = model.ops[o];
+        for (size_t k = 0; k < op.inputs.size(); ++k)
+            uses.consumers[static_cast<size_t>(op.inputs[k])].push_back({static_cast<int>(o), static_cast<int>(k)});
+        for (int t : op.outputs) uses.producer[static_cast<size_t>(t)] = static_cast<int>(o);
+    }
+    return uses;
+}
+
+// Checkpointing: a tensor made and read only inside one segment is dropped after the forward
+// and rebuilt before that segment's backward; tensors crossing segments are kept.
+void assign_recompute_slots(GraphPlan& plan, const Uses& uses) {
+    const ModelDesc& m = plan.model;
+    plan.tensor_slot.assign(m.tensors.size(), -1);
+    if (!plan.checkpointing) return;
+    std::vector<int> next_slot_of_segment;
+    for (size_t t = 0; t < m.tensors.size(); ++t) {
+        const int producer = uses.producer[t];
+        if (producer < 0) continue;
+        const int segment = m.ops[static_cast<size_t>(producer)].segment;
+        if (segment < 0) continue;
+        bool internal = !uses.consumers[t].empty();
+        for (const auto& [op, k] : uses.consumers[t]) internal = internal && m.ops[static_cast<size_t>(op)].segment == segment;
+        if (!internal) continue;
+        if (next_slot_of_segment.size() <= static_cast<size_t>(segment)) next_slot_of_segment.resize(static_cast<size_t>(segment) + 1, 0);
+        const int slot = next_slot_of_segment[static_cast<size_t>(segment)]++;
+        if (plan.slot_elements.size() <= static_cast<size_t>(slot)) plan.slot_elements.resize(static_cast<size_t>(slot) + 1, 0);
+        plan.slot_elements[static_cast<size_t>(slot)] = std::max(plan.slot_elements[static_cast<size_t>(slot)], plan.tensor_elements[t]);
+        plan.tensor_slot[t] = slot;
+        plan.last_segment = std::max(plan.last_segment, segment);
+    }
+}
+
+// Lifetimes of activation gradients over the backward pass (step b runs op n-1-b), and first-fit
+// offsets in one block. An activation's input gradient is its output gradient scaled in place,
+// so the two share a buffer.
+void assign_gradient_offsets(GraphPlan& plan, const Uses& uses) {
+    const ModelDesc& m = plan.model;
+    const int n_ops = static_cast<int>(m.ops.size());
+    const size_t n = m.tensors.size();
+    std::vector<int> group(n);
+    std::iota(group.begin(), group.end(), 0);
+    std::vector<bool> needed(n, false);
+    for (size_t t = 0; t < n; ++t) needed[t] = uses.producer[t] >= 0 && !uses.consumers[t].empty() &&
+                                             m.ops[static_cast<size_t>(uses.producer[t])].outputs[0] == static_cast<int>(t);
+    for (const OpDesc& op : m.ops)
+        if (op.kind == OpKind::activation && needed[static_cast<size_t>(op.inputs[0])])
+            group[static_cast<size_t>(op.inputs[0])] = group[static_cast<size_t>(op.outputs[0])];
+    struct Interval {
+        int start = 1 << 30, end = -1;
+        int64_t floats = 0;
+        int64_t offset = -1;
+    };
+    std::vector<Interval> intervals(n);
+    for (size_t t = 0; t < n; ++t) {
+        if (!needed[t]) continue;
+        Interval& iv = intervals[static_cast<size_t>(group[t])];
+        for (const auto& [op, k] : uses.consumers[t]) iv.start = std::min(iv.start, n_ops - 1 - op);
+        iv.end = std::max(iv.end, n_ops - 1 - uses.producer[t]);
+        iv.floats = std::max(iv.floats, align(plan.tensor_elements[t]));
+    }
+    std::vector<size_t> order;
+    for (size_t g = 0; g < n; ++g)
+        if (intervals[g].end >= 0) order.push_back(g);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return intervals[a].start < intervals[b].start; });
+    std::vector<size_t> placed;
+    for (size_t g : order) {
+        Interval& iv = intervals[g];
+        // Lowest offset that overlaps no placed buffer whose lifetime overlaps this one.
+        std::vector<std::pair<int64_t, int64_t>> busy;
+        for (size_t p : placed) {
+            const Interval& other = intervals[p];
+            if (other.end < iv.start || iv.end < other.start) continue;
+            busy.push_back({other.offset, other.offset + other.floats});
+        }
+        std::sort(busy.begin(), busy.end());
+        int64_t offset = 0;
+        for (const auto& [begin, end] : busy) {
+            if (offset + iv.floats <= begin) break;
+            offset = std::max(offset, end);
+        }
+        iv.offset = offset;
+        plan.grad_floats = std::max(plan.grad_floats, offset + iv.floats);
+        placed.push_back(g);
+    }
+    plan.grad_offset.assign(n, -1);
+    for (size_t t = 0; t < n; ++t)
+        if (needed[t]) plan.grad_offset[t] = intervals[static_cast<size_t>(group[t])].offset;
+}
+
+// The first writer of a gradient in the backward pass (the last reader in the forward)
+// overwrites it; the others add to it. Parameters: the same within an update's first micro-batch.
+void assign_write_modes(GraphPlan& plan, const Uses& uses) {
+    const ModelDesc& m = plan.model;
+    plan.input_write.resize(m.ops.size());
+    plan.first_param_write.resize(m.ops.size());
+    std::vector<int> last_param_reader(m.params.size(), -1);
+    for (size_t o = 0; o < m.ops.size(); ++o)
+        for (int p : m.ops[o].params) last_param_reader[static_cast<size_t>(p)] = static_cast<int>(o);
+    for (size_t o = 0; o < m.ops.size(); ++o) {
+        const OpDesc& op = m.ops[o];
+        for (int t : op.inputs) {
+            int last = -1;
+            for (const auto& [reader, k] : uses.consumers[static_cast<size_t>(t)]) last = std::max(last, reader);
+            plan.input_write[o].push_back(last == static_cast<int>(o) ? GradientWrite::overwrite : GradientWrite::accumulate);
+            // Kernels that write an input gradient with a product overwrite it; such an input
+            // must have no other reader.
+            if ((op.kind == OpKind::linear || op.kind == OpKind::attention || op.kind == OpKind::activation) &&
+                uses.consumers[static_cast<size_t>(t)].size() > 1)
+                throw std::logic_error("planner: the input of a linear, attention or activation op has several readers");
+        }
+        for (int p : op.params)
+            plan.first_param_write[o].push_back(last_param_reader[static_cast<size_t>(p)] == static_cast<int>(o)
+                                                    ? GradientWrite::overwrite
+                                                    : GradientWrite::accumulate);
+    }
+}
+
+void plan_kernels(GraphPlan& plan, const Uses& uses) {
+    const ModelDesc& m = plan.model;
+    plan.packed.resize(m.ops.size());
+    auto take = [&plan](int64_t floats) {
+        const int64_t offset = plan.packed_floats;
+        plan.packed_floats += align(floats);
+        return offset;
+    };
+    for (size_t o = 0; o < m.ops.size(); ++o) {
+        const OpDesc& op = m.ops[o];
+        switch (op.kind) {
+            case OpKind::linear: {
+                const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
+                const int64_t out = shape[0], in = shape[1];
+                PackedLinear& p = plan.packed[o];
+                p.forward = make_packed_layout(PackedOperand::weights, in, out, plan.threads);
+                p.forward_offset = take(p.forward.total_floats() + out);
+                if (uses.producer[static_cast<size_t>(op.inputs[0])] >= 0) {
+                    p.transposed = make_packed_layout(PackedOperand::weights_transposed, in, out, plan.threads);
+                    p.transposed_offset = take(p.transposed.total_floats());
+                }
+                break;
+            }
+            case OpKind::layernorm: {
+                const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
+                plan.scratch_floats = std::max(plan.scratch_floats, layernorm_backward_scratch_floats(C));
+                break;
+            }
+            case OpKind::attention: {
+                const int64_t T = op.rows_per_sample;
+                const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / T;
+                plan.scratch_floats = std::max(plan.scratch_floats,
+                                               attention_scratch_floats(plan.micro_batch, T, C, op.heads, plan.threads));
+                break;
+            }
+            case OpKind::activation:
+            case OpKind::embedding:
+            case OpKind::residual_add:
+            case OpKind::cross_entropy:
+            case OpKind::mean_squared_error: break;
+        }
+    }
+}
+
+}  // namespace
+
+GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
+                          bool checkpointing) {
+    GraphPlan plan;
+    plan.model = model;
+    plan.params = make_param_layout(model);
+    plan.micro_batch = micro_batch;
+    plan.threads = threads;
+    plan.optimizer_slots = optimizer_slots;
+    plan.checkpointing = checkpointing;
+    for (const TensorDesc& t : model.tensors) plan.tensor_elements.push_back(t.per_sample * micro_batch);
+    const Uses uses = find_uses(model);
+    assign_recompute_slots(plan, uses);
+    assign_gradient_offsets(plan, uses);
+    assign_write_modes(plan, uses);
+    plan_kernels(plan, uses);
+    if (model.token_input) plan.token_elements = model.input_per_sample * micro_batch;
+
+    const int64_t p = plan.params.count;
+    auto add = [&plan](MemoryCategory c, int64_t bytes) { plan.buffers.push_back({c, bytes}); };
+    add(MemoryCategory::parameters, p * 4);
+    add(MemoryCategory::gradients, p * 4);
+    if (optimizer_slots > 0) add(MemoryCategory::optimizer_state, p * 4 * optimizer_slots);
+    add(MemoryCategory::workspace, plan.packed_floats * 4);
+    plan.first_step_buffer = plan.buffers.size();
+    if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets
+    for (size_t t = 0; t < model.tensors.size(); ++t)
+        if (plan.tensor_slot[t] < 0) add(MemoryCategory::activations, plan.tensor_elements[t] * 4);
+    for (int64_t elements : plan.slot_elements) add(MemoryCategory::activations, elements * 4);
+    add(MemoryCategory::workspace, plan.grad_floats * 4);
+    add(MemoryCategory::workspace, plan.scratch_floats * 4);
+    return plan;
+}
+
+BytesByCategory GraphPlan::planned_bytes() const {
+    BytesByCategory bytes{};
+    for (const PlannedBuffer& b : buffers) bytes[static_cast<size_t>(b.category)] += TrackingArena::rounded_size(b.bytes);
+    return bytes;
+}
+
+}  // namespace trainbench

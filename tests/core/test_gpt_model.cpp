@@ -1,0 +1,267 @@
+// A whole GPT on the CPU executor against PyTorch (tests/fixtures/make_gpt_fixtures.py, nanoGPT's
+// model at L2 H4 C32 T16 V65), as llm.c's test_gpt2 does: from identical safetensors weights the
+// loss and every gradient of one micro-batch, then loss, gradient norm and weights over 10 AdamW
+// updates with step_size 2 and clipping. Then what the engine promises beyond PyTorch:
+// accumulation and checkpointing change nothing, reruns are bit-identical, the plan is the
+// allocation, and the steady state allocates nothing.
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "backend/compute_engine.hpp"
+#include "model/build_model.hpp"
+#include "model/init_weights.hpp"
+#include "trainbench/weights.hpp"
+
+using namespace trainbench;
+
+namespace {
+
+const std::string kDir = std::string(TRAINBENCH_FIXTURES_DIR) + "/gpt/";
+constexpr int64_t B = 3, T = 16;
+
+std::map<std::string, NamedTensor> read_all(const std::string& file) {
+    std::map<std::string, NamedTensor> out;
+    for (auto& t : read_safetensors(kDir + file)) out[t.name] = t;
+    return out;
+}
+
+GptShape fixture_shape() {
+    GptShape s;
+    s.n_layer = 2, s.n_head = 4, s.n_embd = 32, s.block_size = T, s.vocab = 65;
+    return s;
+}
+
+EngineSpec fixture_spec(int threads = 2, bool checkpointing = false, int64_t micro_batch = B) {
+    EngineSpec spec;
+    spec.model = build_gpt(fixture_shape());
+    spec.optimizer.kind = OptimizerKind::adamw;
+    spec.optimizer.lr = 3e-3;
+    spec.optimizer.beta1 = 0.9;
+    spec.optimizer.beta2 = 0.95;
+    spec.optimizer.weight_decay = 0.1;
+    spec.max_micro_batch = spec.max_eval_batch = micro_batch;
+    spec.threads = threads;
+    spec.gradient_checkpointing = checkpointing;
+    return spec;
+}
+
+std::vector<int32_t> ids(const NamedTensor& t, int64_t first, int64_t count) {
+    std::vector<int32_t> out;
+    for (int64_t i = first; i < first + count; ++i) out.push_back(static_cast<int32_t>(t.data[static_cast<size_t>(i)]));
+    return out;
+}
+
+// max|a-b| / max|b|, except that elements whose reference is pure rounding noise (the key
+// bias's gradient, mathematically zero: softmax ignores a shift of a whole row) are held to
+// an absolute bound instead.
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
+        scale = std::max(scale, std::abs(double(want[i])));
+    }
+    return diff / std::max(scale, 1e-30);
+}
+
+bool is_key_bias(const std::string& name) { return name.find("attn.c_attn.bias") != std::string::npos; }
+
+void compare_tensor(const std::string& name, const std::vector<float>& got, const std::vector<float>& want,
+                    double tolerance, double key_bias_absolute) {
+    QCOMPARE(got.size(), want.size());
+    if (is_key_bias(name)) {
+        // [q | k | v] biases of 32 each: the middle third's gradient is zero in exact arithmetic.
+        const size_t third = want.size() / 3;
+        for (size_t i = third; i < 2 * third; ++i)
+            QVERIFY2(std::abs(got[i] - want[i]) < key_bias_absolute, qPrintable(QString::fromStdString(name)));
+        std::vector<float> g(got), w(want);
+        std::fill(g.begin() + third, g.begin() + 2 * third, 0.0f);
+        std::fill(w.begin() + third, w.begin() + 2 * third, 0.0f);
+        const double error = relative_error(g, w);
+        QVERIFY2(error < tolerance, qPrintable(QString("%1: %2").arg(QString::fromStdString(name)).arg(error)));
+        return;
+    }
+    const double error = relative_error(got, want);
+    QVERIFY2(error < tolerance, qPrintable(QString("%1: relative error %2").arg(QString::fromStdString(name)).arg(error)));
+}
+
+struct Trace {
+    std::vector<double> losses, norms;
+    ModelWeights weights;
+};
+
+// Updates as the training loop runs them: step_size micro-batches normalised by the update's
+// token count, clipping at 1.0, AdamW.
+Trace train_fixture(ComputeEngine& engine, int updates, const std::vector<int64_t>& split) {
+    const auto train = read_all("gpt_train.safetensors");
+    const NamedTensor& inputs = train.at("train.inputs");
+    const NamedTensor& targets = train.at("train.targets");
+    Trace trace;
+    int64_t window = 0;
+    for (int u = 0; u < updates; ++u) {
+        engine.zero_grad();
+        double loss = 0.0;
+        const double tokens = 2.0 * B * T;
+        for (int64_t count : split) {
+            const auto x = ids(inputs, window * T, count * T);
+            const auto y = ids(targets, window * T, count * T);
+            MicroBatch batch;
+            batch.tokens = x.data();
+            batch.labels = y.data();
+            batch.count = count;
+            loss += engine.forward_backward(batch, tokens, 1.0);
+            window += count;
+        }
+        const double norm = std::sqrt(engine.grad_norm_squared());
+        const double clip = 1.0 / (norm + 1e-6);
+        engine.optimizer_step(3e-3, clip < 1.0 ? clip : 1.0, u + 1);
+        trace.losses.push_back(loss / tokens);
+        trace.norms.push_back(norm);
+    }
+    trace.weights = engine.weights();
+    return trace;
+}
+
+bool same_bits(const ModelWeights& a, const ModelWeights& b) {
+    if (a.tensors.size() != b.tensors.size()) return false;
+    for (size_t i = 0; i < a.tensors.size(); ++i)
+        if (a.tensors[i].data.size() != b.tensors[i].data.size() ||
+            std::memcmp(a.tensors[i].data.data(), b.tensors[i].data.data(), a.tensors[i].data.size() * 4) != 0)
+            return false;
+    return true;
+}
+
+}  // namespace
+
+class TestGptModel : public QObject {
+    Q_OBJECT
+private slots:
+    void parameters_are_named_and_shaped_as_nanogpt() {
+        const ModelDesc model = build_gpt(fixture_shape());
+        const auto weights = read_all("gpt_weights.safetensors");
+        QCOMPARE(model.params.size() + 1, weights.size());  // + lm_head.weight, tied to wte
+        for (const ParamDesc& p : model.params) {
+            QVERIFY2(weights.count(p.name), p.name.c_str());
+            QCOMPARE(weights.at(p.name).shape, p.shape);
+            QCOMPARE(p.decay, p.shape.size() >= 2);  // nanoGPT's configure_optimizers groups
+        }
+        QCOMPARE(model.find_param("lm_head.weight"), model.find_param("transformer.wte.weight"));
+    }
+
+    void loss_and_every_gradient_match_pytorch() {
+        auto engine = make_cpu_engine(fixture_spec());
+        engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
+        const auto step0 = read_all("gpt_step0.safetensors");
+        const auto x = ids(step0.at("step0.inputs"), 0, B * T);
+        const auto y = ids(step0.at("step0.targets"), 0, B * T);
+        MicroBatch batch;
+        batch.tokens = x.data();
+        batch.labels = y.data();
+        batch.count = B;
+        engine->zero_grad();
+        const double loss = engine->forward_backward(batch, double(B * T), 1.0) / double(B * T);
+        const double want = step0.at("step0.loss").data[0];
+        QVERIFY2(std::abs(loss - want) / want < 1e-6, qPrintable(QString("loss %1 vs torch %2").arg(loss).arg(want)));
+        const ModelWeights grads = engine->gradients();
+        int compared = 0;
+        for (const NamedTensor& g : grads.tensors) {
+            if (g.name == "lm_head.weight") continue;  // the tied wte's gradient holds both uses
+            compare_tensor(g.name, g.data, step0.at("grad." + g.name).data, 1e-5, 1e-9);
+            ++compared;
+        }
+        QCOMPARE(compared, 28);
+    }
+
+    void ten_adamw_updates_with_accumulation_and_clipping_match_pytorch() {
+        auto engine = make_cpu_engine(fixture_spec());
+        engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
+        const Trace trace = train_fixture(*engine, 10, {B, B});
+        const auto train = read_all("gpt_train.safetensors");
+        for (int u = 0; u < 10; ++u) {
+            QVERIFY(std::abs(trace.losses[u] - train.at("train.losses").data[u]) < 1e-4 * trace.losses[u]);
+            QVERIFY(std::abs(trace.norms[u] - train.at("train.grad_norms").data[u]) < 1e-4 * trace.norms[u]);
+        }
+        for (const NamedTensor& w : trace.weights.tensors) {
+            if (w.name == "lm_head.weight") continue;
+            compare_tensor(w.name, w.data, train.at("final." + w.name).data, 1e-4, 1e-5);
+        }
+    }
+
+    // The same 6 windows per update as one micro-batch, 3 + 3 or 2 + 2 + 2, or 4 + 2 (uneven).
+    void accumulation_gives_the_update_of_one_batch() {
+        const ModelWeights initial = load_weights(kDir + "gpt_weights.safetensors");
+        auto run = [&](std::vector<int64_t> split) {
+            auto engine = make_cpu_engine(fixture_spec(2, false, 6));
+            engine->set_weights(initial);
+            return train_fixture(*engine, 5, split);
+        };
+        const Trace whole = run({6});
+        for (const auto& split : {std::vector<int64_t>{3, 3}, {2, 2, 2}, {4, 2}}) {
+            const Trace parts = run(split);
+            for (size_t t = 0; t < whole.weights.tensors.size(); ++t) {
+                // As the MLP's accumulation test: ||a - b|| / ||b|| per tensor, key bias aside
+                // (its gradient is rounding noise that Adam's normalisation magnifies).
+                const NamedTensor& w = whole.weights.tensors[t];
+                if (is_key_bias(w.name)) continue;
+                double diff = 0.0, norm = 0.0;
+                for (size_t i = 0; i < w.data.size(); ++i) {
+                    diff += std::pow(double(parts.weights.tensors[t].data[i]) - w.data[i], 2);
+                    norm += std::pow(double(w.data[i]), 2);
+                }
+                QVERIFY2(std::sqrt(diff / norm) < 1e-5, w.name.c_str());
+            }
+            for (int u = 0; u < 5; ++u) QVERIFY(std::abs(parts.losses[u] - whole.losses[u]) < 1e-6 * whole.losses[u]);
+        }
+    }
+
+    // (Across thread counts the products' blocking differs, so bits may too: not promised.)
+    void checkpointing_changes_no_bit_and_reruns_repeat() {
+        const ModelWeights initial = load_weights(kDir + "gpt_weights.safetensors");
+        auto run = [&](int threads, bool checkpointing) {
+            auto engine = make_cpu_engine(fixture_spec(threads, checkpointing));
+            engine->set_weights(initial);
+            return train_fixture(*engine, 4, {B, B}).weights;
+        };
+        const ModelWeights plain = run(2, false);
+        QVERIFY(same_bits(run(2, true), plain));
+        QVERIFY(same_bits(run(2, false), plain));
+        QVERIFY(!same_bits(initial, plain));
+    }
+
+    void memory_plan_equals_the_allocation_and_checkpointing_lowers_activations() {
+        GptShape shape;
+        shape.n_layer = 6, shape.n_head = 4, shape.n_embd = 64, shape.block_size = 64, shape.vocab = 65;
+        BytesByCategory peaks[2];
+        for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
+            EngineSpec spec = fixture_spec(2, checkpointing != 0, 4);
+            spec.model = build_gpt(shape);
+            auto engine = make_cpu_engine(spec);
+            engine->set_weights(init_weights(spec.model, 1));
+            std::vector<int32_t> tokens(4 * 64);
+            for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7 + 3) % 65);
+            MicroBatch batch;
+            batch.tokens = tokens.data();
+            batch.labels = tokens.data();
+            batch.count = 4;
+            engine->begin_update_timing();
+            engine->zero_grad();
+            engine->forward_backward(batch, 256.0, 1.0);
+            engine->optimizer_step(1e-3, 1.0, 1);
+            const BytesByCategory planned = plan_cpu_engine_memory(spec);
+            const MemoryReport report = engine->memory();
+            for (int c = 0; c < kMemoryCategoryCount; ++c) {
+                if (c == int(MemoryCategory::cache)) continue;
+                QCOMPARE(report.peak[size_t(c)], planned[size_t(c)]);
+            }
+            peaks[checkpointing] = planned;
+        }
+        const int64_t plain = peaks[0][size_t(MemoryCategory::activations)];
+        const int64_t checkpointed = peaks[1][size_t(MemoryCategory::activations)];
+        QVERIFY2(checkpointed * 2 <= plain, qPrintable(QString("%1 vs %2").arg(checkpointed).arg(plain)));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestGptModel)
+#include "test_gpt_model.moc"
