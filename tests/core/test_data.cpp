@@ -12,6 +12,7 @@
 #include <numbers>
 #include <set>
 
+#include "core/error_expectations.hpp"
 #include "trainbench/dataset.hpp"
 #include "trainbench/error.hpp"
 
@@ -21,30 +22,6 @@ namespace {
 
 const char* const fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
 
-// Runs `action`, which must throw Error; returns its message ("" when nothing was thrown).
-QString error_of(const std::function<void()>& action) {
-    try {
-        action();
-    } catch (const Error& error) {
-        return QString::fromStdString(error.what());
-    }
-    return {};
-}
-
-#define EXPECT_ERROR_CONTAINS(action, fragment)                                             \
-    do {                                                                                     \
-        const QString message_ = error_of([&] { action; });                                  \
-        QVERIFY2(!message_.isEmpty(), "expected an Error, none was thrown");                \
-        QVERIFY2(message_.contains(fragment),                                                \
-                 qPrintable(QStringLiteral("message '%1' lacks '%2'").arg(message_, fragment))); \
-        QVERIFY2(!message_.contains('\n'), "error message must be one line");               \
-    } while (0)
-
-void write_file(const QString& path, const QByteArray& bytes) {
-    QFile file(path);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    QCOMPARE(file.write(bytes), bytes.size());
-}
 
 void write_gzip_file(const QString& path, const QByteArray& bytes) {
     gzFile file = gzopen(path.toLocal8Bit().constData(), "wb");

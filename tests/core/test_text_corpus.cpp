@@ -19,6 +19,7 @@
 #include "data/kjv_corpus.hpp"
 #include "data/text_corpus.hpp"
 #include "train/micro_batch_stream.hpp"
+#include "core/error_expectations.hpp"
 #include "trainbench/dataset.hpp"
 #include "trainbench/error.hpp"
 
@@ -36,29 +37,6 @@ const std::vector<uint8_t> hamlet_ids = {14, 10, 1, 5, 6, 2, 1, 10, 12, 1, 9, 10
                                          14, 10, 1, 5, 6, 3, 1, 14, 7, 4, 14, 1, 8, 13,
                                          1, 14, 7, 6, 1, 11, 15, 6, 13, 14, 8, 10, 9, 0};
 
-QString error_of(const std::function<void()>& action) {
-    try {
-        action();
-    } catch (const Error& error) {
-        return QString::fromStdString(error.what());
-    }
-    return {};
-}
-
-#define EXPECT_ERROR_CONTAINS(action, fragment)                                             \
-    do {                                                                                     \
-        const QString message_ = error_of([&] { action; });                                  \
-        QVERIFY2(!message_.isEmpty(), "expected an Error, none was thrown");                \
-        QVERIFY2(message_.contains(fragment),                                                \
-                 qPrintable(QStringLiteral("message '%1' lacks '%2'").arg(message_, fragment))); \
-        QVERIFY2(!message_.contains('\n'), "error message must be one line");               \
-    } while (0)
-
-void write_file(const QString& path, const QByteArray& bytes) {
-    QFile file(path);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    QCOMPARE(file.write(bytes), bytes.size());
-}
 
 QByteArray read_file(const QString& path) {
     QFile file(path);

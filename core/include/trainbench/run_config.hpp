@@ -98,13 +98,11 @@ std::string to_string(Activation);
 std::string to_string(OptimizerKind);
 std::string to_string(ScheduleKind);
 std::string to_string(Precision);
-std::string to_string(ModelFamily);
 // Parsers throw Error naming the field and the accepted values.
 Activation parse_activation(const std::string&);
 OptimizerKind parse_optimizer(const std::string&);
 ScheduleKind parse_schedule(const std::string&);
 Precision parse_precision(const std::string&);
-ModelFamily parse_model_family(const std::string&);
 // "512MiB", "2GiB", "1.5GB", "1000000" -> bytes; throws Error on anything else.
 int64_t parse_byte_size(const std::string&);
 std::string format_bytes(int64_t bytes);

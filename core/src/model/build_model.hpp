@@ -24,9 +24,4 @@ ModelDesc build_gpt(const GptShape& shape);
 // The model a configuration asks for on this data set.
 ModelDesc build_model(const RunConfig& config, const Dataset& data);
 
-// Model FLOPs of one training token, forward and backward: 6N for the products with the N
-// parameters plus 6*L*C*T for attention's own products, llm.c's formula (N counts every
-// parameter, the tied embedding once, as llm.c does).
-double gpt_flops_per_token(const GptShape& shape, int64_t parameter_count);
-
 }  // namespace trainbench

@@ -123,9 +123,4 @@ ModelDesc build_gpt(const GptShape& shape) {
     return GptBuilder(shape).build();
 }
 
-double gpt_flops_per_token(const GptShape& shape, int64_t parameter_count) {
-    return 6.0 * static_cast<double>(parameter_count) +
-           6.0 * static_cast<double>(shape.n_layer * shape.n_embd * shape.block_size);
-}
-
 }  // namespace trainbench

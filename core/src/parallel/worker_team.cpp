@@ -1,6 +1,8 @@
 #include "parallel/worker_team.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -23,6 +25,10 @@ WorkerTeam& WorkerTeam::shared() {
 }
 
 WorkerTeam::WorkerTeam(int members) { resize(members); }
+
+int WorkerTeam::resolved_size(int requested) {
+    return requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 WorkerTeam::~WorkerTeam() { stop_workers(); }
 

@@ -29,6 +29,8 @@ public:
     // Resizes the team (starts or stops threads): call outside the training step.
     void resize(int members);
     int members() const { return members_; }
+    // A --threads value made concrete: 0 means every core.
+    static int resolved_size(int requested);
 
     // Runs task(context, m, members) for every member m, m = 0 on the calling thread, and
     // returns when all are done. Called from inside a task, it runs serially.

@@ -58,7 +58,6 @@ constexpr NameTable<ScheduleKind, 4> kScheduleNames{{{ScheduleKind::constant, "c
 constexpr NameTable<Precision, 3> kPrecisionNames{{{Precision::fp32, "fp32"},
                                                    {Precision::fp16, "fp16"},
                                                    {Precision::bf16, "bf16"}}};
-constexpr NameTable<ModelFamily, 2> kModelFamilyNames{{{ModelFamily::mlp, "mlp"}, {ModelFamily::gpt, "gpt"}}};
 
 template <typename Enum, size_t N>
 std::string name_of(const NameTable<Enum, N>& table, Enum value) {
@@ -99,7 +98,6 @@ std::string to_string(Activation a) { return name_of(kActivationNames, a); }
 std::string to_string(OptimizerKind k) { return name_of(kOptimizerNames, k); }
 std::string to_string(ScheduleKind k) { return name_of(kScheduleNames, k); }
 std::string to_string(Precision p) { return name_of(kPrecisionNames, p); }
-std::string to_string(ModelFamily m) { return name_of(kModelFamilyNames, m); }
 
 Activation parse_activation(const std::string& s) {
     return parse_name(kActivationNames, s, "activation");
@@ -112,9 +110,6 @@ ScheduleKind parse_schedule(const std::string& s) {
 }
 Precision parse_precision(const std::string& s) {
     return parse_name(kPrecisionNames, s, "precision");
-}
-ModelFamily parse_model_family(const std::string& s) {
-    return parse_name(kModelFamilyNames, s, "model");
 }
 
 int64_t parse_byte_size(const std::string& text) {

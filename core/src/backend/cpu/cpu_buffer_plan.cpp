@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "memory/tracking_arena.hpp"
 #include "nn/activation.hpp"
 #include "optim/optimizer_step.hpp"
+#include "parallel/worker_team.hpp"
 
 namespace trainbench {
 namespace {
@@ -29,8 +29,7 @@ CpuBufferPlan make_cpu_buffer_plan(const EngineSpec& spec) {
         plan.layers.push_back(slice);
     }
     plan.parameter_count = offset;
-    plan.threads = spec.threads > 0 ? spec.threads
-                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    plan.threads = WorkerTeam::resolved_size(spec.threads);
     auto take_packed = [&plan](int64_t floats) {
         const int64_t offset = plan.packed_floats;
         plan.packed_floats += (floats + 15) / 16 * 16;  // keeps every block 64-byte aligned

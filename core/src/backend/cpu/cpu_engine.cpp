@@ -21,6 +21,7 @@
 #include "nn/loss.hpp"
 #include "nn/packed_weights.hpp"
 #include "optim/gradient_norm.hpp"
+#include "optim/optimizer_state_tensors.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/parallel_range.hpp"
 #include "parallel/worker_team.hpp"
@@ -115,27 +116,11 @@ public:
     }
 
     std::vector<NamedTensor> optimizer_state() const override {
-        std::vector<NamedTensor> tensors;
-        for (int s = 0; s < plan_.optimizer_slots; ++s) {
-            NamedTensor t;
-            t.name = std::string("optimizer.") + optimizer_state_name(spec_.optimizer, s);
-            t.shape = {plan_.parameter_count};
-            const float* slot = state_ + s * plan_.parameter_count;
-            t.data.assign(slot, slot + plan_.parameter_count);
-            tensors.push_back(std::move(t));
-        }
-        return tensors;
+        return optimizer_state_tensors(spec_.optimizer, state_, plan_.parameter_count);
     }
 
     void set_optimizer_state(const std::vector<NamedTensor>& tensors) override {
-        for (int s = 0; s < plan_.optimizer_slots; ++s) {
-            const std::string name = std::string("optimizer.") + optimizer_state_name(spec_.optimizer, s);
-            auto it = std::find_if(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == name; });
-            if (it == tensors.end() || static_cast<int64_t>(it->data.size()) != plan_.parameter_count)
-                throw Error("checkpoint has no optimizer state '" + name + "' of " +
-                            std::to_string(plan_.parameter_count) + " values: it was saved by a different optimizer or model");
-            std::copy(it->data.begin(), it->data.end(), state_ + s * plan_.parameter_count);
-        }
+        load_optimizer_state_tensors(spec_.optimizer, tensors, state_, plan_.parameter_count);
     }
 
     MemoryReport memory() const override { return arena_.report(); }

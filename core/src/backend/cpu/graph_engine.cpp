@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/compute_engine.hpp"
@@ -21,6 +20,7 @@
 #include "nn/loss.hpp"
 #include "nn/packed_weights.hpp"
 #include "optim/gradient_norm.hpp"
+#include "optim/optimizer_state_tensors.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/parallel_range.hpp"
 #include "parallel/worker_team.hpp"
@@ -30,16 +30,12 @@
 namespace trainbench {
 namespace {
 
-int resolved_threads(int threads) {
-    return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 GraphPlan plan_for(const EngineSpec& spec) {
     if (spec.precision != Precision::fp32)
         throw Error("--precision " + to_string(spec.precision) + " is not available for " + spec.model.summary +
                     " on the CPU yet; use --precision fp32");
     return make_graph_plan(spec.model, std::max(spec.max_micro_batch, spec.max_eval_batch),
-                           resolved_threads(spec.threads), optimizer_state_slots(spec.optimizer),
+                           WorkerTeam::resolved_size(spec.threads), optimizer_state_slots(spec.optimizer),
                            spec.gradient_checkpointing);
 }
 
@@ -116,26 +112,11 @@ public:
     }
 
     std::vector<NamedTensor> optimizer_state() const override {
-        std::vector<NamedTensor> tensors;
-        const int64_t p = plan_.params.count;
-        for (int s = 0; s < plan_.optimizer_slots; ++s) {
-            const float* slot = state_ + s * p;
-            tensors.push_back({std::string("optimizer.") + optimizer_state_name(spec_.optimizer, s), {p},
-                               std::vector<float>(slot, slot + p)});
-        }
-        return tensors;
+        return optimizer_state_tensors(spec_.optimizer, state_, plan_.params.count);
     }
 
     void set_optimizer_state(const std::vector<NamedTensor>& tensors) override {
-        const int64_t p = plan_.params.count;
-        for (int s = 0; s < plan_.optimizer_slots; ++s) {
-            const std::string name = std::string("optimizer.") + optimizer_state_name(spec_.optimizer, s);
-            auto it = std::find_if(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == name; });
-            if (it == tensors.end() || static_cast<int64_t>(it->data.size()) != p)
-                throw Error("checkpoint has no optimizer state '" + name + "' of " + std::to_string(p) +
-                            " values: it was saved by a different optimizer or model");
-            std::copy(it->data.begin(), it->data.end(), state_ + s * p);
-        }
+        load_optimizer_state_tensors(spec_.optimizer, tensors, state_, plan_.params.count);
     }
 
     MemoryReport memory() const override { return arena_.report(); }

@@ -1,0 +1,37 @@
+#include "optim/optimizer_state_tensors.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "optim/optimizer_step.hpp"
+#include "trainbench/error.hpp"
+
+namespace trainbench {
+namespace {
+std::string tensor_name(const OptimizerConfig& config, int slot) {
+    return std::string("optimizer.") + optimizer_state_name(config, slot);
+}
+}  // namespace
+
+std::vector<NamedTensor> optimizer_state_tensors(const OptimizerConfig& config, const float* state, int64_t n) {
+    std::vector<NamedTensor> tensors;
+    for (int s = 0; s < optimizer_state_slots(config); ++s) {
+        const float* slot = state + s * n;
+        tensors.push_back({tensor_name(config, s), {n}, std::vector<float>(slot, slot + n)});
+    }
+    return tensors;
+}
+
+void load_optimizer_state_tensors(const OptimizerConfig& config, const std::vector<NamedTensor>& tensors, float* state,
+                                  int64_t n) {
+    for (int s = 0; s < optimizer_state_slots(config); ++s) {
+        const std::string name = tensor_name(config, s);
+        auto it = std::find_if(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == name; });
+        if (it == tensors.end() || static_cast<int64_t>(it->data.size()) != n)
+            throw Error("checkpoint has no optimizer state '" + name + "' of " + std::to_string(n) +
+                        " values: it was saved by a different optimizer or model");
+        std::copy(it->data.begin(), it->data.end(), state + s * n);
+    }
+}
+
+}  // namespace trainbench

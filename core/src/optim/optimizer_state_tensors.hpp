@@ -1,0 +1,18 @@
+#pragma once
+// The optimizer state of a flat parameter store as checkpoint tensors: one tensor per state
+// buffer ("optimizer.exp_avg", ...), each the n floats of that buffer in store order.
+#include <cstdint>
+#include <vector>
+
+#include "trainbench/run_config.hpp"
+#include "trainbench/weights.hpp"
+
+namespace trainbench {
+
+// `state` holds optimizer_state_slots(config) consecutive buffers of n floats.
+std::vector<NamedTensor> optimizer_state_tensors(const OptimizerConfig& config, const float* state, int64_t n);
+// Throws Error when a buffer is missing or of another size (another optimizer or model).
+void load_optimizer_state_tensors(const OptimizerConfig& config, const std::vector<NamedTensor>& tensors, float* state,
+                                  int64_t n);
+
+}  // namespace trainbench
