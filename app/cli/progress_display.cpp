@@ -36,12 +36,17 @@ void ProgressDisplay::start(const RunPlan& plan) {
     updates_per_epoch_ = plan.updates_per_epoch;
     line_every_ = std::max<int64_t>(1, total_updates_ / kPlainLinesPerRun);
     if (quiet_) return;
+    // A language model's sample is a window of tokens: say how many tokens an update sees.
+    std::string tokens;
+    if (plan.tokens_per_sample > 0)
+        tokens = " (" + std::to_string(plan.global_batch * plan.tokens_per_sample) + " tokens)";
     std::fprintf(out_,
-                 "plan: %s (%" PRId64 " parameters), %" PRId64 " training samples, global batch %" PRId64
-                 " = micro-batch %" PRId64 " x step_size %" PRId64 ", %" PRId64 " updates/epoch, %" PRId64
+                 "plan: %s (%" PRId64 " parameters), %" PRId64 " training %s, global batch %" PRId64
+                 "%s = micro-batch %" PRId64 " x step_size %" PRId64 ", %" PRId64 " updates/epoch, %" PRId64
                  " updates\n",
-                 plan.model_summary.c_str(), plan.parameter_count, plan.train_samples, plan.global_batch,
-                 plan.micro_batch, plan.step_size, plan.updates_per_epoch, plan.total_updates);
+                 plan.model_summary.c_str(), plan.parameter_count, plan.train_samples,
+                 plan.tokens_per_sample > 0 ? "windows" : "samples", plan.global_batch, tokens.c_str(), plan.micro_batch,
+                 plan.step_size, plan.updates_per_epoch, plan.total_updates);
     // What the engine will allocate at the peak of an update, before it allocates it: the
     // figure a user sizes --memory-limit and --step-size by.
     std::string categories;
@@ -87,8 +92,12 @@ void ProgressDisplay::draw_bar(const StepMetrics& metrics) {
     char bar[kBarWidth + 1];
     for (int i = 0; i < kBarWidth; ++i) bar[i] = i < filled ? '#' : '.';
     bar[kBarWidth] = '\0';
-    std::fprintf(out_, "\r[%s] %" PRId64 "/%" PRId64 " epoch %" PRId64 "  loss %.4f  %.0f samples/s  ETA %s\033[K",
-                 bar, metrics.update, total_updates_, metrics.epoch, metrics.loss, shown_rate_,
+    // A language model's throughput reads in tokens (samples x context length).
+    const double per_sample = metrics.samples_per_second > 0.0 ? metrics.tokens_per_second / metrics.samples_per_second : 0.0;
+    const bool tokens = per_sample > 0.0;
+    std::fprintf(out_, "\r[%s] %" PRId64 "/%" PRId64 " epoch %" PRId64 "  loss %.4f  %.0f %s/s  ETA %s\033[K",
+                 bar, metrics.update, total_updates_, metrics.epoch, metrics.loss,
+                 tokens ? shown_rate_ * per_sample : shown_rate_, tokens ? "tokens" : "samples",
                  format_duration(eta_seconds(metrics)).c_str());
     std::fflush(out_);
     bar_shown_ = true;
@@ -96,10 +105,11 @@ void ProgressDisplay::draw_bar(const StepMetrics& metrics) {
 
 void ProgressDisplay::print_line(const StepMetrics& metrics) {
     std::fprintf(out_,
-                 "update %" PRId64 "/%" PRId64 "  epoch %" PRId64 "  loss %.6g  lr %.3g  %.0f samples/s  "
+                 "update %" PRId64 "/%" PRId64 "  epoch %" PRId64 "  loss %.6g  lr %.3g  %.0f %s/s  "
                  "elapsed %s  ETA %s\n",
                  metrics.update, total_updates_, metrics.epoch, metrics.loss, metrics.learning_rate,
-                 metrics.samples_per_second, format_duration(metrics.wall_seconds).c_str(),
+                 metrics.tokens_per_second > 0.0 ? metrics.tokens_per_second : metrics.samples_per_second,
+                 metrics.tokens_per_second > 0.0 ? "tokens" : "samples", format_duration(metrics.wall_seconds).c_str(),
                  format_duration(eta_seconds(metrics)).c_str());
     std::fflush(out_);
 }
@@ -114,8 +124,9 @@ void ProgressDisplay::epoch_end(const EpochMetrics& epoch) {
     if (quiet_) return;
     clear_bar();
     // A run cut short by --max-steps or Ctrl-C validates mid-epoch; the update says where.
-    std::fprintf(out_, "epoch %" PRId64 " (update %" PRId64 "): train loss %.6g", epoch.epoch, epoch.update,
-                 epoch.train_loss);
+    // --eval-every evaluations within an epoch read "eval" and the epoch's loss so far.
+    std::fprintf(out_, "%s %" PRId64 " (update %" PRId64 "): train loss %.6g",
+                 epoch.epoch_ended ? "epoch" : "eval, epoch", epoch.epoch, epoch.update, epoch.train_loss);
     if (!std::isnan(epoch.val_loss)) std::fprintf(out_, "  val loss %.6g", epoch.val_loss);
     if (!std::isnan(epoch.val_accuracy)) std::fprintf(out_, "  val accuracy %.2f%%", 100.0 * epoch.val_accuracy);
     std::fprintf(out_, "  (elapsed %s)\n", format_duration(epoch.wall_seconds).c_str());

@@ -41,7 +41,9 @@ template <class Value, class Apply>
 void RunFlags::add_value(CLI::App& command, const std::string& name, const std::string& help,
                          Apply apply) {
     auto value = std::make_shared<Value>();
-    CLI::Option* option = command.add_option(name, *value, help)->group(group_);
+    // Scripts append overrides (`... --max-steps 20 ... --max-steps 40`): the last one wins.
+    CLI::Option* option =
+        command.add_option(name, *value, help)->group(group_)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     overrides_.push_back({option, [value, apply, name](RunConfig& config) {
                               try {
                                   apply(config, *value);
@@ -64,7 +66,7 @@ RunFlags::RunFlags(CLI::App& command, Scope scope) {
 
     group_ = "Data";
     add_value<std::string>(command, "--dataset",
-                           "spirals|moons|blobs|sine|fashion-mnist|csv:PATH|idx:DIR",
+                           "spirals|moons|blobs|sine|fashion-mnist|csv:PATH|idx:DIR (MLP); kjv|text:PATH (GPT)",
                            [](RunConfig& c, const std::string& v) { c.dataset = v; });
     add_value<int64_t>(command, "--samples", "rows generated for the synthetic sets",
                        [](RunConfig& c, int64_t v) { c.synthetic_samples = v; });
@@ -77,10 +79,23 @@ RunFlags::RunFlags(CLI::App& command, Scope scope) {
                         [](RunConfig& c, uint64_t v) { c.seed = v; });
 
     group_ = "Model";
-    add_value<std::string>(command, "--hidden", "hidden layer widths, e.g. 128,128",
+    model_option_ = command.add_option("--model", model_name_,
+                                       "mlp|gpt (gpt also switches to its defaults: --dataset kjv, AdamW, ...)")
+                        ->group(group_)
+                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    overrides_.push_back({model_option_, [this](RunConfig& c) { c.model = parsed_model_family(); }});
+    add_value<std::string>(command, "--hidden", "mlp: hidden layer widths, e.g. 128,128",
                            [](RunConfig& c, const std::string& v) { c.hidden = parse_layer_widths(v); });
-    add_value<std::string>(command, "--activation", "relu|gelu|tanh|sigmoid",
+    add_value<std::string>(command, "--activation", "mlp: relu|gelu|tanh|sigmoid",
                            [](RunConfig& c, const std::string& v) { c.activation = parse_activation(v); });
+    add_value<int64_t>(command, "--n-layer", "gpt: transformer blocks",
+                       [](RunConfig& c, int64_t v) { c.n_layer = v; });
+    add_value<int64_t>(command, "--n-head", "gpt: attention heads (must divide --n-embd)",
+                       [](RunConfig& c, int64_t v) { c.n_head = v; });
+    add_value<int64_t>(command, "--n-embd", "gpt: embedding width",
+                       [](RunConfig& c, int64_t v) { c.n_embd = v; });
+    add_value<int64_t>(command, "--block-size", "gpt: context length in tokens (tokens per sample)",
+                       [](RunConfig& c, int64_t v) { c.block_size = v; });
 
     group_ = "Batching and optimization";
     add_value<int64_t>(command, "--batch-size", "samples per optimizer update (the global batch)",
@@ -112,6 +127,12 @@ RunFlags::RunFlags(CLI::App& command, Scope scope) {
                        scope == Scope::compare ? "updates per run (same for every run)"
                                                : "stop after this many updates (0 = no limit)",
                        [](RunConfig& c, int64_t v) { c.max_steps = v; });
+
+    add_value<int64_t>(command, "--eval-every", "also validate every N updates within an epoch (0 = epoch ends only)",
+                       [](RunConfig& c, int64_t v) { c.eval_every = v; });
+    add_value<int64_t>(command, "--eval-samples",
+                       "validation samples per evaluation, evenly spaced (0 = the whole split)",
+                       [](RunConfig& c, int64_t v) { c.eval_samples = v; });
 
     group_ = "Device and efficiency techniques";
     add_value<std::string>(command, "--device", "cpu|cuda|cuda:N",
@@ -152,11 +173,22 @@ RunFlags::RunFlags(CLI::App& command, Scope scope) {
     }
 }
 
+ModelFamily RunFlags::parsed_model_family() const {
+    try {
+        return parse_model_family(model_name_);
+    } catch (const Error& e) {
+        throw UsageError(std::string("--model: ") + e.what());
+    }
+}
+
 RunConfig RunFlags::resolve(const RunConfig& defaults) const {
+    // --model picks its family's defaults first; the file and the other flags then apply.
     RunConfig config = defaults;
+    if (model_option_->count() > 0 && parsed_model_family() != defaults.model)
+        config = default_config(parsed_model_family());
     if (config_option_->count() > 0) {
         try {
-            config = load_config_file(config_path_, defaults);
+            config = load_config_file(config_path_, config);
         } catch (const Error& e) {
             throw UsageError(std::string("--config: ") + e.what());
         }

@@ -36,9 +36,13 @@ private:
     void add_switch(CLI::App& command, const std::string& name, const std::string& help,
                     Apply apply);
 
+    ModelFamily parsed_model_family() const;
+
     std::string group_ = "Options";  // help section of the flags being added
     std::string config_path_;
     CLI::Option* config_option_ = nullptr;
+    std::string model_name_;
+    CLI::Option* model_option_ = nullptr;
     std::vector<Override> overrides_;
 };
 

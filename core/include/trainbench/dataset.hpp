@@ -5,7 +5,9 @@
 
 namespace trainbench {
 
-enum class Task { classification, regression };
+// language_model: a sample is a window of block_size + 1 tokens of a text; each of its first
+// block_size tokens is an input whose target is the token after it.
+enum class Task { classification, regression, language_model };
 
 // One split of a data set. Sample i's features are contiguous (features * i ...), so a
 // micro-batch gathers into a [features x count] column-major matrix, one column per sample.
@@ -18,6 +20,7 @@ struct DataSplit {
     std::vector<uint8_t> pixels_u8;    // count * features, scaled by 1/255 when gathered
     std::vector<int32_t> labels;       // classification: class index per sample
     std::vector<float> targets;        // regression: one target per sample
+    std::vector<uint8_t> tokens;       // language_model: the split's token ids; count = its windows
 };
 
 struct Dataset {
@@ -28,7 +31,12 @@ struct Dataset {
     DataSplit train;
     DataSplit validation;              // may have count 0 (val_fraction 0)
     std::string validation_source;     // "test set" or "10% held out" (for display)
-    int64_t output_width() const { return task == Task::classification ? num_classes : 1; }
+    // language_model: num_classes is the vocabulary size, features the context length
+    // (block_size, tokens per sample); vocabulary[i] is the byte token id i stands for.
+    std::vector<uint8_t> vocabulary;
+    int64_t output_width() const { return task == Task::regression ? 1 : num_classes; }
+    // Loss terms per sample: one prediction per input token for a language model.
+    int64_t targets_per_sample() const { return task == Task::language_model ? features : 1; }
 };
 
 struct DataOptions {
@@ -36,12 +44,20 @@ struct DataOptions {
     double val_fraction = 0.1;     // share of rows held out where the data has no test set
     bool shuffle = true;           // false: held-out rows are the last ones, order kept
     int64_t synthetic_samples = 4000;
+    int64_t block_size = 128;      // text corpora: tokens per sample (the GPT's context length)
 };
 
-// Loads "spirals", "moons", "blobs", "sine", "fashion-mnist", "csv:PATH" or "idx:DIR".
+// Loads "spirals", "moons", "blobs", "sine", "fashion-mnist", "csv:PATH", "idx:DIR", or a
+// text for a language model: "kjv" or "text:PATH" (data/text_corpus.hpp: byte vocabulary,
+// first 90% of the tokens train, windows of options.block_size + 1).
 // Throws Error with one line naming the problem (missing file and the Debian package that
 // provides it, malformed row with its line number, ...).
 Dataset load_dataset(const std::string& spec, const DataOptions& options);
+
+// Writes windows indices[0..n) of a language-model split as rows of block_size input tokens
+// and their targets (the next token at each position); each buffer holds n * block_size.
+void gather_token_windows(const DataSplit& split, int64_t block_size, const int64_t* indices, int64_t n,
+                          int32_t* tokens_out, int32_t* targets_out);
 
 // Writes samples indices[0..n) of `split` as columns of x_out ([features x n], column-major),
 // and their labels or targets. x_out must hold features * n floats.

@@ -12,12 +12,13 @@ struct StepMetrics {
     int64_t epoch = 0;             // 1-based epoch the update belongs to
     int64_t samples_seen = 0;      // training samples consumed so far, this update included
     double wall_seconds = 0.0;     // since the run started (monotonic)
-    double loss = 0.0;             // sum of per-sample losses of the global batch / its samples
+    double loss = 0.0;             // sum of the global batch's losses / its loss terms (samples; tokens for a GPT)
     double learning_rate = 0.0;    // used for this update
     double grad_norm = 0.0;        // global L2 norm of the gradients before clipping
     double update_ms = 0.0;        // wall time of the whole update, all micro-batches
     double samples_per_second = 0.0;  // this update's samples / update_ms
     int64_t batch_samples = 0;     // samples in this update's global batch
+    double tokens_per_second = 0.0;   // language models: samples_per_second * context length; else 0
     double loss_scale = 1.0;       // fp16 dynamic loss scale used for this update
     bool skipped = false;          // fp16: gradients overflowed, update skipped
     int64_t skipped_updates = 0;   // running count
@@ -27,13 +28,17 @@ struct StepMetrics {
     int64_t device_total_bytes = 0;
 };
 
+// One evaluation on the validation split: at the end of each epoch, and every --eval-every
+// updates within one (epoch_ended false).
 struct EpochMetrics {
     int64_t epoch = 0;
+    bool epoch_ended = true;
     int64_t update = 0;            // updates done when the epoch ended
-    double train_loss = 0.0;       // sample-weighted mean over the epoch's updates
+    double train_loss = 0.0;       // mean over the epoch's updates so far, weighted by loss terms
     double val_loss = std::numeric_limits<double>::quiet_NaN();
-    double val_accuracy = std::numeric_limits<double>::quiet_NaN();  // classification only
-    int64_t val_samples = 0;
+    // Classification: share of samples; language models: share of next tokens predicted right.
+    double val_accuracy = std::numeric_limits<double>::quiet_NaN();
+    int64_t val_samples = 0;       // samples evaluated (windows for a language model)
     double wall_seconds = 0.0;
 };
 

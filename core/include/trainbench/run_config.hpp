@@ -46,7 +46,7 @@ struct ScheduleConfig {
 // Everything a run needs; filled from the GUI's controls, a JSON file or CLI flags.
 struct RunConfig {
     // Data
-    std::string dataset = "spirals";  // spirals|moons|blobs|sine|fashion-mnist|csv:PATH|idx:DIR
+    std::string dataset = "spirals";  // spirals|moons|blobs|sine|fashion-mnist|csv:PATH|idx:DIR|kjv|text:PATH
     int64_t synthetic_samples = 4000;  // rows generated for the synthetic sets
     double val_fraction = 0.1;         // held out where the data has no test set
     bool shuffle = true;
@@ -71,6 +71,8 @@ struct RunConfig {
     double clip_grad_norm = 0.0;  // 0 = off
     int64_t epochs = 5;  // the default example (spirals) reaches ~95% in five
     int64_t max_steps = 0;        // 0 = no limit besides epochs
+    int64_t eval_every = 0;       // also validate every N updates within an epoch; 0 = at epoch ends only
+    int64_t eval_samples = 0;     // validation samples per evaluation, evenly spaced; 0 = the whole split
 
     // Where and how
     std::string device = "cpu";   // cpu | cuda | cuda:N
@@ -98,11 +100,19 @@ std::string to_string(Activation);
 std::string to_string(OptimizerKind);
 std::string to_string(ScheduleKind);
 std::string to_string(Precision);
+std::string to_string(ModelFamily);
 // Parsers throw Error naming the field and the accepted values.
 Activation parse_activation(const std::string&);
 OptimizerKind parse_optimizer(const std::string&);
 ScheduleKind parse_schedule(const std::string&);
 Precision parse_precision(const std::string&);
+ModelFamily parse_model_family(const std::string&);
+
+// The defaults of a model family: RunConfig{} for the MLP; for the GPT, nanoGPT's recipe
+// (AdamW lr 1e-3, betas 0.9/0.95, weight decay 0.1, clipping at 1.0, 100 warmup updates then
+// cosine to 1e-4) on the KJV corpus, batch 32, one epoch, 256 validation windows every 100
+// updates.
+RunConfig default_config(ModelFamily family);
 // "512MiB", "2GiB", "1.5GB", "1000000" -> bytes; throws Error on anything else.
 int64_t parse_byte_size(const std::string&);
 std::string format_bytes(int64_t bytes);

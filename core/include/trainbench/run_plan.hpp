@@ -18,6 +18,7 @@ struct RunPlan {
     int64_t step_size = 0;             // micro-batches per update
     int64_t micro_batch = 0;           // largest micro-batch = ceil(batch / step_size)
     int64_t train_samples = 0;
+    int64_t tokens_per_sample = 0;     // language models: the context length; 0 otherwise
     int64_t updates_per_epoch = 0;     // ceil(train_samples / global_batch)
     int64_t total_updates = 0;         // epochs * updates_per_epoch, capped by max_steps
     std::string model_summary;         // "MLP 2-128-128-3", "GPT L4 H4 C128 T128 V65"

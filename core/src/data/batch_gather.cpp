@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cassert>
 
+#include "data/text_corpus.hpp"
 #include "trainbench/dataset.hpp"
 
 namespace trainbench {
@@ -24,6 +25,11 @@ void gather_samples(const DataSplit& split, const int64_t* indices, int64_t n, f
         if (labels_out && !split.labels.empty()) labels_out[column] = split.labels[sample];
         if (targets_out && !split.targets.empty()) targets_out[column] = split.targets[sample];
     }
+}
+
+void gather_token_windows(const DataSplit& split, int64_t block_size, const int64_t* indices, int64_t n,
+                          int32_t* tokens_out, int32_t* targets_out) {
+    data::gather_windows(split.tokens, block_size, indices, n, tokens_out, targets_out);
 }
 
 }  // namespace trainbench

@@ -7,6 +7,7 @@
 #include "data/idx_reader.hpp"
 #include "data/portable_random.hpp"
 #include "data/synthetic_sets.hpp"
+#include "data/text_corpus.hpp"
 #include "trainbench/dataset.hpp"
 #include "trainbench/error.hpp"
 
@@ -75,6 +76,29 @@ void check_options(const std::string& spec, const DataOptions& options) {
     }
 }
 
+DataSplit token_split(std::vector<uint8_t> tokens, int64_t block_size) {
+    DataSplit split;
+    split.count = data::window_count(static_cast<int64_t>(tokens.size()), block_size);
+    split.features = block_size;
+    split.tokens = std::move(tokens);
+    return split;
+}
+
+// A text for a language model: one sample per window of block_size + 1 tokens.
+Dataset load_text_dataset(const std::string& spec, int64_t block_size) {
+    data::TextCorpus corpus = data::load_text_corpus(spec, block_size);
+    Dataset dataset;
+    dataset.name = spec;
+    dataset.task = Task::language_model;
+    dataset.num_classes = corpus.vocab_size();
+    dataset.features = block_size;
+    dataset.vocabulary = std::move(corpus.vocabulary);
+    dataset.train = token_split(std::move(corpus.train), block_size);
+    dataset.validation = token_split(std::move(corpus.validation), block_size);
+    dataset.validation_source = "last 10% of the text";
+    return dataset;
+}
+
 }  // namespace
 
 Dataset load_dataset(const std::string& spec, const DataOptions& options) {
@@ -84,6 +108,7 @@ Dataset load_dataset(const std::string& spec, const DataOptions& options) {
                                   "install the Debian package dataset-fashion-mnist "
                                   "(apt-get install dataset-fashion-mnist)");
     }
+    if (data::is_text_corpus_spec(spec)) return load_text_dataset(spec, options.block_size);
     if (spec.rfind("idx:", 0) == 0) {
         const std::string directory = spec.substr(4);
         if (!std::filesystem::is_directory(directory)) {
@@ -110,7 +135,7 @@ Dataset load_dataset(const std::string& spec, const DataOptions& options) {
         return dataset;
     }
     throw Error("unknown data set '" + spec +
-                "'; use spirals, moons, blobs, sine, fashion-mnist, csv:PATH or idx:DIR");
+                "'; use spirals, moons, blobs, sine, fashion-mnist, csv:PATH, idx:DIR, kjv or text:PATH");
 }
 
 }  // namespace trainbench

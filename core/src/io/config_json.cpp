@@ -49,8 +49,13 @@ Json config_to_json_value(const RunConfig& c) {
     j["val_fraction"] = c.val_fraction;
     j["shuffle"] = c.shuffle;
     j["seed"] = c.seed;
+    j["model"] = to_string(c.model);
     j["hidden"] = c.hidden;
     j["activation"] = to_string(c.activation);
+    j["n_layer"] = c.n_layer;
+    j["n_head"] = c.n_head;
+    j["n_embd"] = c.n_embd;
+    j["block_size"] = c.block_size;
     j["batch_size"] = c.batch_size;
     j["step_size"] = c.step_size;
     j["optimizer"] = optimizer_to_json(c.optimizer);
@@ -58,6 +63,8 @@ Json config_to_json_value(const RunConfig& c) {
     j["clip_grad_norm"] = c.clip_grad_norm;
     j["epochs"] = c.epochs;
     j["max_steps"] = c.max_steps;
+    j["eval_every"] = c.eval_every;
+    j["eval_samples"] = c.eval_samples;
     j["device"] = c.device;
     j["precision"] = to_string(c.precision);
     j["threads"] = c.threads;
@@ -152,6 +159,7 @@ struct FieldReader {
     void operator()(OptimizerKind& out) const { parse_enum(out, &parse_optimizer); }
     void operator()(ScheduleKind& out) const { parse_enum(out, &parse_schedule); }
     void operator()(Precision& out) const { parse_enum(out, &parse_precision); }
+    void operator()(ModelFamily& out) const { parse_enum(out, &parse_model_family); }
 };
 
 [[noreturn]] void unknown_key(const std::string& key) {
@@ -232,7 +240,12 @@ void apply_config(const Json& j, RunConfig& c) {
         else if (name == "val_fraction") read(c.val_fraction);
         else if (name == "shuffle") read(c.shuffle);
         else if (name == "seed") read(c.seed);
+        else if (name == "model") continue;  // applied first, see config_from_json
         else if (name == "hidden") read(c.hidden);
+        else if (name == "n_layer") read(c.n_layer);
+        else if (name == "n_head") read(c.n_head);
+        else if (name == "n_embd") read(c.n_embd);
+        else if (name == "block_size") read(c.block_size);
         else if (name == "activation") read(c.activation);
         else if (name == "batch_size") read(c.batch_size);
         else if (name == "step_size") read(c.step_size);
@@ -241,6 +254,8 @@ void apply_config(const Json& j, RunConfig& c) {
         else if (name == "clip_grad_norm") read(c.clip_grad_norm);
         else if (name == "epochs") read(c.epochs);
         else if (name == "max_steps") read(c.max_steps);
+        else if (name == "eval_every") read(c.eval_every);
+        else if (name == "eval_samples") read(c.eval_samples);
         else if (name == "device") read(c.device);
         else if (name == "precision") read(c.precision);
         else if (name == "threads") read(c.threads);
@@ -281,7 +296,14 @@ RunConfig config_from_json(const std::string& json_text, const RunConfig& base) 
     } catch (const Json::parse_error& e) {
         throw Error("malformed config JSON: " + without_exception_tag(e.what()));
     }
+    // A file that names another model family starts from that family's defaults, so that
+    // {"model": "gpt"} trains with the GPT's recipe, not the MLP's optimizer.
     RunConfig config = base;
+    if (j.is_object() && j.contains("model")) {
+        ModelFamily family = base.model;
+        FieldReader{"model", j["model"]}(family);
+        if (family != base.model) config = default_config(family);
+    }
     apply_config(j, config);
     return config;
 }

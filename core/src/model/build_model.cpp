@@ -6,11 +6,11 @@ namespace trainbench {
 
 ModelDesc build_model(const RunConfig& config, const Dataset& data) {
     if (config.model == ModelFamily::gpt) {
-        // Text data sets (data/text_corpus.hpp) are not wired into the training loop's batches
-        // yet, so only the engine API trains a GPT today; say so rather than misread the data.
-        if (data.task != Task::classification || data.features != 0)
-            throw Error("--model gpt needs a text data set (text:PATH or kjv), which the training loop does not load yet; "
-                        "use --model mlp");
+        if (data.task != Task::language_model)
+            throw Error("--model gpt is a language model and trains on text; use --dataset kjv or --dataset text:PATH");
+        if (data.features != config.block_size)
+            throw Error("internal: the text was cut into windows of " + std::to_string(data.features) +
+                        " tokens, not --block-size " + std::to_string(config.block_size));
         GptShape shape;
         shape.n_layer = config.n_layer;
         shape.n_head = config.n_head;
@@ -19,6 +19,8 @@ ModelDesc build_model(const RunConfig& config, const Dataset& data) {
         shape.vocab = data.num_classes;
         return build_gpt(shape);
     }
+    if (data.task == Task::language_model)
+        throw Error("'" + data.name + "' is a text corpus for a language model; use --model gpt");
     std::vector<int64_t> sizes{data.features};
     sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
     sizes.push_back(data.output_width());

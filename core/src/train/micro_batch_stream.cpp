@@ -19,8 +19,14 @@ MicroBatchStream::MicroBatchStream(const DataSplit& train, const StreamSettings&
     const size_t slot_count = settings.prefetch > 0 ? static_cast<size_t>(settings.prefetch) + 1 : 1;
     slots_.resize(slot_count);
     const auto capacity = static_cast<size_t>(settings.micro_capacity);
+    const auto window = static_cast<size_t>(settings.tokens_per_sample);
     for (auto& slot : slots_) {
-        if (!settings.indices_only) slot.x.resize(capacity * static_cast<size_t>(train.features));
+        if (window > 0) {
+            slot.tokens.resize(capacity * window);
+            slot.labels.resize(capacity * window);
+        } else if (!settings.indices_only) {
+            slot.x.resize(capacity * static_cast<size_t>(train.features));
+        }
         if (!train.labels.empty()) slot.labels.resize(capacity);
         if (!train.targets.empty()) slot.targets.resize(capacity);
         slot.indices.resize(capacity);
@@ -60,10 +66,18 @@ bool MicroBatchStream::produce_next(Slot& slot) {
     float* x = settings_.indices_only ? nullptr : slot.x.data();
     int32_t* labels = settings_.indices_only || slot.labels.empty() ? nullptr : slot.labels.data();
     float* targets = settings_.indices_only || slot.targets.empty() ? nullptr : slot.targets.data();
-    if (!settings_.indices_only) gather_samples(train_, slot.indices.data(), count, x, labels, targets);
+    const int32_t* tokens = nullptr;
+    if (settings_.tokens_per_sample > 0) {
+        gather_token_windows(train_, settings_.tokens_per_sample, slot.indices.data(), count, slot.tokens.data(),
+                             slot.labels.data());
+        tokens = slot.tokens.data();
+        labels = slot.labels.data();
+    } else if (!settings_.indices_only) {
+        gather_samples(train_, slot.indices.data(), count, x, labels, targets);
+    }
     slot.end = false;
     auto& meta = slot.meta;
-    meta.batch = MicroBatch{x, labels, targets, slot.indices.data(), count};
+    meta.batch = MicroBatch{x, labels, targets, slot.indices.data(), count, tokens};
     meta.epoch = cursor_.epoch;
     meta.batch_in_epoch = cursor_.batch_in_epoch;
     meta.micro_index = k;

@@ -39,6 +39,8 @@ struct StreamSettings {
     // The engine keeps the training set on its device and gathers by index itself
     // (--preload-device): hand over indices only, skip the host gather.
     bool indices_only = false;
+    // Language models: a sample is a window of this many input tokens (0 for other data).
+    int64_t tokens_per_sample = 0;
 };
 
 // Seed of epoch e's permutation, so a resumed run rebuilds the same order.
@@ -57,6 +59,7 @@ public:
 private:
     struct Slot {
         std::vector<float> x;
+        std::vector<int32_t> tokens;  // language models: inputs; labels then hold the next tokens
         std::vector<int32_t> labels;
         std::vector<float> targets;
         std::vector<int64_t> indices;

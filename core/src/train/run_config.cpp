@@ -11,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "data/text_corpus.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -55,6 +56,7 @@ constexpr NameTable<ScheduleKind, 4> kScheduleNames{{{ScheduleKind::constant, "c
                                                      {ScheduleKind::linear, "linear"},
                                                      {ScheduleKind::cosine, "cosine"},
                                                      {ScheduleKind::step, "step"}}};
+constexpr NameTable<ModelFamily, 2> kModelFamilyNames{{{ModelFamily::mlp, "mlp"}, {ModelFamily::gpt, "gpt"}}};
 constexpr NameTable<Precision, 3> kPrecisionNames{{{Precision::fp32, "fp32"},
                                                    {Precision::fp16, "fp16"},
                                                    {Precision::bf16, "bf16"}}};
@@ -98,6 +100,7 @@ std::string to_string(Activation a) { return name_of(kActivationNames, a); }
 std::string to_string(OptimizerKind k) { return name_of(kOptimizerNames, k); }
 std::string to_string(ScheduleKind k) { return name_of(kScheduleNames, k); }
 std::string to_string(Precision p) { return name_of(kPrecisionNames, p); }
+std::string to_string(ModelFamily f) { return name_of(kModelFamilyNames, f); }
 
 Activation parse_activation(const std::string& s) {
     return parse_name(kActivationNames, s, "activation");
@@ -110,6 +113,33 @@ ScheduleKind parse_schedule(const std::string& s) {
 }
 Precision parse_precision(const std::string& s) {
     return parse_name(kPrecisionNames, s, "precision");
+}
+ModelFamily parse_model_family(const std::string& s) {
+    return parse_name(kModelFamilyNames, s, "model");
+}
+
+RunConfig default_config(ModelFamily family) {
+    RunConfig c;
+    if (family == ModelFamily::mlp) return c;
+    // nanoGPT's training recipe (train.py, configure_optimizers): AdamW with betas (0.9, 0.95)
+    // and weight decay 0.1 on the weights and embeddings, gradients clipped at 1.0, a linear
+    // warmup then cosine decay to a tenth of the learning rate.
+    c.model = family;
+    c.dataset = "kjv";
+    c.batch_size = 32;
+    c.epochs = 1;
+    c.optimizer.kind = OptimizerKind::adamw;
+    c.optimizer.lr = 1e-3;
+    c.optimizer.beta2 = 0.95;
+    c.optimizer.weight_decay = 0.1;
+    c.clip_grad_norm = 1.0;
+    c.schedule.kind = ScheduleKind::cosine;
+    c.schedule.warmup_steps = 100;
+    c.schedule.min_lr = 1e-4;
+    // A language model's validation split is large: evaluate a fixed sample of it regularly.
+    c.eval_every = 100;
+    c.eval_samples = 256;
+    return c;
 }
 
 int64_t parse_byte_size(const std::string& text) {
@@ -279,7 +309,7 @@ void validate_schedule(const ScheduleConfig& s) {
 void validate(const RunConfig& c) {
     if (c.dataset.empty())
         reject("--dataset", "it is empty; choose spirals, moons, blobs, sine, fashion-mnist, "
-                            "csv:PATH or idx:DIR");
+                            "csv:PATH, idx:DIR, kjv or text:PATH");
     require_at_least("--samples", c.synthetic_samples, 1);
     require_in_range("--val-fraction", c.val_fraction, 0.0, true, 1.0, false);
 
@@ -289,7 +319,16 @@ void validate(const RunConfig& c) {
                                    std::to_string(c.hidden[i]) +
                                    "; every layer needs at least 1 unit (e.g. --hidden 128,128)");
 
+    const bool text = data::is_text_corpus_spec(c.dataset);
+    if (c.model == ModelFamily::gpt && !text)
+        reject("--dataset", "--model gpt is a language model and trains on text; use --dataset kjv or --dataset "
+                            "text:PATH (or --model mlp for '" + c.dataset + "')");
+    if (c.model == ModelFamily::mlp && text)
+        reject("--model", "'" + c.dataset + "' is a text corpus for a language model; use --model gpt");
     if (c.model == ModelFamily::gpt) {
+        if (c.preload_device)
+            reject("--preload-device", "it keeps feature data sets on the GPU; a text corpus is copied per micro-batch, "
+                                       "leave it out with --model gpt");
         require_at_least("--n-layer", c.n_layer, 1);
         require_at_least("--n-head", c.n_head, 1);
         require_at_least("--n-embd", c.n_embd, 1);
@@ -317,6 +356,8 @@ void validate(const RunConfig& c) {
                                        show(c.clip_grad_norm));
     require_at_least("--epochs", c.epochs, 1);
     require_at_least("--max-steps", c.max_steps, 0, "0 means no limit");
+    require_at_least("--eval-every", c.eval_every, 0, "0 evaluates at the end of each epoch only");
+    require_at_least("--eval-samples", c.eval_samples, 0, "0 evaluates the whole validation split");
 
     if (!is_device_syntax(c.device))
         reject("--device", "unknown device '" + c.device + "', expected cpu, cuda or cuda:N");

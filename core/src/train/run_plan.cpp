@@ -90,6 +90,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.step_size = config.step_size;
     plan.micro_batch = micro_batch_for(config.batch_size, config.step_size);
     plan.train_samples = data.train.count;
+    if (data.task == Task::language_model) plan.tokens_per_sample = data.features;
     plan.updates_per_epoch = updates_per_epoch(data.train.count, config.batch_size);
     plan.total_updates = plan.updates_per_epoch * config.epochs;
     if (config.max_steps > 0) plan.total_updates = std::min(plan.total_updates, config.max_steps);

@@ -35,6 +35,7 @@ DataOptions data_options_for(const RunConfig& config) {
     options.val_fraction = config.val_fraction;
     options.shuffle = config.shuffle;
     options.synthetic_samples = config.synthetic_samples;
+    options.block_size = config.block_size;
     return options;
 }
 
@@ -94,8 +95,14 @@ private:
         base_lr_ = config_.optimizer.resolved_lr();
         if (config_.checkpoint_every > 0) config_json_ = config_to_json(config_);
         // Validation batches: the train-loop's micro-batch size, identity order.
-        val_x_.resize(static_cast<size_t>(data_->features * result_.plan.micro_batch));
-        val_labels_.resize(static_cast<size_t>(result_.plan.micro_batch));
+        const auto micro = static_cast<size_t>(result_.plan.micro_batch);
+        if (data_->task == Task::language_model) {
+            val_tokens_.resize(micro * static_cast<size_t>(data_->features));
+            val_labels_.resize(micro * static_cast<size_t>(data_->features));
+        } else {
+            val_x_.resize(micro * static_cast<size_t>(data_->features));
+            val_labels_.resize(micro);
+        }
         val_targets_.resize(static_cast<size_t>(result_.plan.micro_batch));
         val_indices_.resize(static_cast<size_t>(result_.plan.micro_batch));
         start_time_ = std::chrono::steady_clock::now();
@@ -128,6 +135,8 @@ private:
         settings.seed = config_.seed;
         settings.prefetch = config_.prefetch;
         settings.indices_only = spec_.preload != nullptr;
+        if (data_->task == Task::language_model) settings.tokens_per_sample = data_->features;
+        const auto targets_per_sample = static_cast<double>(data_->targets_per_sample());
         MicroBatchStream stream(data_->train, settings, StreamPosition{state_.epoch, state_.batch_in_epoch});
 
         const bool fp16 = config_.precision == Precision::fp16;
@@ -144,7 +153,8 @@ private:
             const double scale = fp16 ? scaler_.scale() : 1.0;
             double loss_sum = 0.0;
             bool have_batch = false;
-            // One global batch: step_size micro-batches, all normalised by its sample count.
+            // One global batch: step_size micro-batches, all normalised by its count of loss
+            // terms (samples, or tokens for a language model).
             do {
                 if (have_batch && stop_requested()) return finish(StopReason::stopped, "stopped by the user");
                 if (!stream.next(micro)) {
@@ -153,7 +163,8 @@ private:
                     return finish(StopReason::completed, "completed " + std::to_string(config_.epochs) + " epochs");
                 }
                 have_batch = true;
-                loss_sum += engine_->forward_backward(micro.batch, static_cast<double>(micro.global_count), scale);
+                loss_sum += engine_->forward_backward(micro.batch, static_cast<double>(micro.global_count) * targets_per_sample,
+                                                      scale);
             } while (micro.micro_index + 1 < micro.micro_count);
 
             const int64_t samples = micro.global_count;
@@ -204,12 +215,14 @@ private:
             m.epoch = micro.epoch;
             m.samples_seen = state_.samples_seen;
             m.wall_seconds = elapsed_seconds();
-            m.loss = loss_sum / static_cast<double>(samples);
+            m.loss = loss_sum / (static_cast<double>(samples) * targets_per_sample);
             m.learning_rate = lr;
             m.grad_norm = grad_norm;
             m.update_ms = update_ms;
             m.samples_per_second = update_ms > 0.0 ? samples / (update_ms / 1000.0) : 0.0;
             m.batch_samples = samples;
+            if (data_->task == Task::language_model)
+                m.tokens_per_second = m.samples_per_second * static_cast<double>(data_->features);
             m.loss_scale = scale;
             m.skipped = skipped;
             m.skipped_updates = state_.skipped_updates;
@@ -220,7 +233,11 @@ private:
             m.device_total_bytes = device.second;
             if (observer_.on_update) observer_.on_update(m);
 
-            if (micro.last_in_epoch) epoch_end(micro.epoch);
+            if (micro.last_in_epoch) {
+                epoch_end(micro.epoch);
+            } else if (config_.eval_every > 0 && update % config_.eval_every == 0) {
+                evaluation(micro.epoch, false);
+            }
             if (config_.checkpoint_every > 0 && update % config_.checkpoint_every == 0) {
                 state_.wall_seconds = m.wall_seconds;
                 write_checkpoint(config_.checkpoint_dir, *engine_, state_, config_json_);
@@ -238,33 +255,52 @@ private:
         EpochMetrics e;
         e.epoch = epoch;
         e.update = state_.update;
-        e.train_loss = state_.epoch_samples > 0 ? state_.epoch_loss_sum / static_cast<double>(state_.epoch_samples)
-                                                : std::numeric_limits<double>::quiet_NaN();
+        const auto targets_per_sample = static_cast<double>(data_->targets_per_sample());
+        e.train_loss = state_.epoch_samples > 0
+                           ? state_.epoch_loss_sum / (static_cast<double>(state_.epoch_samples) * targets_per_sample)
+                           : std::numeric_limits<double>::quiet_NaN();
         const DataSplit& val = data_->validation;
-        if (val.count > 0) {
+        // --eval-samples caps an evaluation at that many samples, evenly spaced over the split.
+        const int64_t used = config_.eval_samples > 0 ? std::min(config_.eval_samples, val.count) : val.count;
+        if (used > 0) {
             EvalTotals totals;
             const int64_t chunk = result_.plan.micro_batch;
-            for (int64_t start = 0; start < val.count; start += chunk) {
-                const int64_t n = std::min(chunk, val.count - start);
-                std::iota(val_indices_.begin(), val_indices_.begin() + n, start);
-                gather_samples(val, val_indices_.data(), n, val_x_.data(), val.labels.empty() ? nullptr : val_labels_.data(),
-                               val.targets.empty() ? nullptr : val_targets_.data());
-                const EvalTotals part = engine_->evaluate(
-                    MicroBatch{val_x_.data(), val_labels_.data(), val_targets_.data(), val_indices_.data(), n});
+            const bool tokens = data_->task == Task::language_model;
+            for (int64_t start = 0; start < used; start += chunk) {
+                const int64_t n = std::min(chunk, used - start);
+                for (int64_t k = 0; k < n; ++k) val_indices_[static_cast<size_t>(k)] = (start + k) * val.count / used;
+                MicroBatch batch{val_x_.data(), val_labels_.data(), val_targets_.data(), val_indices_.data(), n};
+                if (tokens) {
+                    gather_token_windows(val, data_->features, val_indices_.data(), n, val_tokens_.data(),
+                                         val_labels_.data());
+                    batch.tokens = val_tokens_.data();
+                } else {
+                    gather_samples(val, val_indices_.data(), n, val_x_.data(),
+                                   val.labels.empty() ? nullptr : val_labels_.data(),
+                                   val.targets.empty() ? nullptr : val_targets_.data());
+                }
+                const EvalTotals part = engine_->evaluate(batch);
                 totals.loss_sum += part.loss_sum;
                 totals.correct += part.correct;
             }
-            e.val_samples = val.count;
-            e.val_loss = totals.loss_sum / static_cast<double>(val.count);
-            if (data_->task == Task::classification) e.val_accuracy = static_cast<double>(totals.correct) / val.count;
+            const double terms = static_cast<double>(used) * targets_per_sample;
+            e.val_samples = used;
+            e.val_loss = totals.loss_sum / terms;
+            if (data_->task != Task::regression) e.val_accuracy = static_cast<double>(totals.correct) / terms;
         }
         e.wall_seconds = elapsed_seconds();
         return e;
     }
 
-    void epoch_end(int64_t epoch) {
+    void epoch_end(int64_t epoch) { evaluation(epoch, true); }
+
+    // Validation at the end of an epoch (which also closes the epoch's training loss) or
+    // every --eval-every updates within one.
+    void evaluation(int64_t epoch, bool epoch_ended) {
         result_.last_epoch = validate_now(epoch);
+        result_.last_epoch.epoch_ended = epoch_ended;
         if (observer_.on_epoch_end) observer_.on_epoch_end(result_.last_epoch);
+        if (!epoch_ended) return;
         state_.epoch_loss_sum = 0.0;
         state_.epoch_samples = 0;
     }
@@ -288,7 +324,7 @@ private:
     std::string config_json_;
     RunResult result_;
     std::vector<float> val_x_, val_targets_;
-    std::vector<int32_t> val_labels_;
+    std::vector<int32_t> val_labels_, val_tokens_;
     std::vector<int64_t> val_indices_;
     std::chrono::steady_clock::time_point start_time_;
     double resume_offset_ = 0.0;

@@ -1,0 +1,107 @@
+// `trainbench-cli train --model gpt` as a user runs it: --model gpt switches to the GPT's
+// defaults (shown by --print-config), a short run on a text file reports tokens/s and writes
+// them to the metrics CSV, and wrong input gets one line naming the flag to change.
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+
+#include "cli/cli_process.hpp"
+
+class CliGptTest : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir scratch_;
+    QString text_;
+
+    QStringList small_gpt(const QStringList& extra = {}) const {
+        return QStringList{"train", "--model", "gpt", "--dataset", "text:" + text_, "--n-layer", "1", "--n-head", "2",
+                           "--n-embd", "16", "--block-size", "16", "--batch-size", "8", "--threads", "1"} +
+               extra;
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(scratch_.isValid());
+        text_ = scratch_.filePath("text.txt");
+        QFile file(text_);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 200; ++i) file.write("In the beginning was the word, and the word was with the text.\n");
+    }
+
+    void model_gpt_prints_the_gpt_defaults() {
+        const CliRun run = run_cli({"train", "--model", "gpt", "--n-layer", "6", "--print-config"});
+        QCOMPARE(run.exit_code, 0);
+        const QJsonObject config = QJsonDocument::fromJson(run.out.toUtf8()).object();
+        QCOMPARE(config["model"].toString(), QString("gpt"));
+        QCOMPARE(config["dataset"].toString(), QString("kjv"));
+        QCOMPARE(config["n_layer"].toInt(), 6);
+        QCOMPARE(config["block_size"].toInt(), 128);
+        QCOMPARE(config["optimizer"].toObject()["kind"].toString(), QString("adamw"));
+        QCOMPARE(config["optimizer"].toObject()["beta2"].toDouble(), 0.95);
+        QCOMPARE(config["optimizer"].toObject()["weight_decay"].toDouble(), 0.1);
+        QCOMPARE(config["clip_grad_norm"].toDouble(), 1.0);
+        QCOMPARE(config["schedule"].toObject()["kind"].toString(), QString("cosine"));
+    }
+
+    void config_file_naming_gpt_starts_from_its_defaults() {
+        const QString path = scratch_.filePath("gpt.json");
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(R"({"model": "gpt", "n_embd": 64})");
+        file.close();
+        const CliRun run = run_cli({"train", "--config", path, "--print-config"});
+        QCOMPARE(run.exit_code, 0);
+        const QJsonObject config = QJsonDocument::fromJson(run.out.toUtf8()).object();
+        QCOMPARE(config["n_embd"].toInt(), 64);
+        QCOMPARE(config["optimizer"].toObject()["kind"].toString(), QString("adamw"));
+    }
+
+    void short_run_reports_tokens_per_second() {
+        const QString metrics = scratch_.filePath("gpt.csv");
+        const QString weights = scratch_.filePath("gpt.safetensors");
+        const CliRun run =
+            run_cli(small_gpt({"--max-steps", "6", "--eval-every", "3", "--metrics-out", metrics, "--save-weights", weights}));
+        QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+        QVERIFY2(run.out.contains("plan: GPT L1 H2 C16 T16"), qPrintable(run.out));
+        QVERIFY2(run.out.contains("global batch 8 (128 tokens)"), qPrintable(run.out));
+        QVERIFY2(run.out.contains("tokens/s"), qPrintable(run.out));
+        QVERIFY2(run.out.contains("eval, epoch 1 (update 3)"), qPrintable(run.out));
+        const auto table = read_metrics_csv(metrics);
+        QVERIFY(table.has_value());
+        QCOMPARE(table->rows.size(), qsizetype{6});
+        QVERIFY(table->cell(5, "tokens_per_second").toDouble() > 0.0);
+        QVERIFY(!table->cell(2, "val_loss").isEmpty());  // the --eval-every evaluation at update 3
+
+        // The saved weights carry nanoGPT's names and start a run of the same shape.
+        const CliRun resumed = run_cli(small_gpt({"--max-steps", "1", "--init-weights", weights}));
+        QVERIFY2(resumed.exit_code == 0, qPrintable(resumed.err));
+        const CliRun wider = run_cli(small_gpt({"--max-steps", "1", "--init-weights", weights, "--n-embd", "32"}));
+        QVERIFY(wider.exit_code != 0);
+        QCOMPARE(wider.error_lines().size(), qsizetype{1});
+        QVERIFY2(wider.err.contains("--n-embd"), qPrintable(wider.err));
+    }
+
+    void wrong_input_gets_one_line() {
+        struct Case {
+            QStringList arguments;
+            QString expected;
+        };
+        const QList<Case> cases = {
+            {small_gpt({"--n-head", "3"}), "heads do not divide --n-embd"},
+            {small_gpt({"--dataset", "spirals"}), "use --dataset kjv or --dataset text:PATH"},
+            {{"train", "--dataset", "text:" + text_}, "use --model gpt"},
+            {small_gpt({"--dataset", "text:" + scratch_.filePath("missing.txt")}), "does not exist"},
+            {small_gpt({"--block-size", "100000"}), "lower --block-size"},
+            {small_gpt({"--model", "cnn"}), "unknown model 'cnn'"},
+        };
+        for (const Case& c : cases) {
+            const CliRun run = run_cli(c.arguments);
+            QVERIFY2(run.exit_code != 0, qPrintable(c.arguments.join(' ')));
+            QVERIFY2(run.error_lines().size() == 1, qPrintable(run.err));
+            QVERIFY2(run.err.contains(c.expected), qPrintable(run.err + " lacks " + c.expected));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(CliGptTest)
+#include "test_cli_gpt.moc"
