@@ -8,6 +8,10 @@
 #   tests     tests/core/test_cuda_engine.cpp on the GPU (CUDA vs CPU engine for every
 #             optimizer, activation and loss; mixed precision; accumulation; preload;
 #             checkpointing; the memory plan against the allocator)
+#   gpt       tests/core/test_cuda_graph_engine.cpp on the GPU: GPTs (L2 H4; T 16 with the
+#             fixtures, T 13, T 70, odd widths) on the CUDA graph executor vs the CPU one (loss,
+#             every gradient, evaluation, 10 AdamW updates), MLPs on it too, checkpointing and
+#             reruns bit-identical, accumulation, plan == allocation, bf16/fp16 refused
 #   check     whole runs through the CLI: fp32 CUDA vs CPU over 50 updates (losses and final
 #             weights < 1e-4 rel.), bf16/fp16 against the CPU engine's own 16-bit and fp32
 #             runs, accumulation, preload, checkpointing, a checkpoint resumed on the GPU and
@@ -40,7 +44,7 @@ python="$(command -v python3)"
 cli="$build/app/trainbench-cli"
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(build tests check sanitize products speed techniques torch summary)
+[ ${#stages[@]} -gt 0 ] || stages=(build tests gpt check sanitize products speed techniques torch summary)
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 # A call that builds starts a new round of checks; later calls on the same machine add to it.
 if wants build; then : > "$work/checks.txt"; : > "$work/information.txt"; else touch "$work/checks.txt" "$work/information.txt"; fi
@@ -93,7 +97,7 @@ if wants build; then
   tests_flag=OFF
   if [ -d "$prefix/usr/lib/x86_64-linux-gnu/cmake/Qt6Test" ]; then
     tests_flag=ON
-    targets+=(core_test_cuda_engine)
+    targets+=(core_test_cuda_engine core_test_cuda_graph_engine)
   fi
   with_deps_libs cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTRAINBENCH_GUI=OFF \
     -DTRAINBENCH_TESTS="$tests_flag" -DTRAINBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -168,6 +172,24 @@ if wants tests; then
     fi
   else
     record "FAIL Qt Test suite core/test_cuda_engine: not built (no Qt 6 Test in .deps)"
+  fi
+fi
+
+if wants gpt; then
+  step "gpt: tests/core/test_cuda_graph_engine.cpp on the GPU"
+  suite="$build/tests/core_test_cuda_graph_engine"
+  if [ -x "$suite" ]; then
+    with_deps_libs "$suite" -o "$work/test_cuda_graph_engine.txt,txt" > /dev/null 2>&1
+    status=$?
+    totals="$(grep -E "^Totals:" "$work/test_cuda_graph_engine.txt")"
+    grep -E "^(FAIL|SKIP|QINFO)" -A1 "$work/test_cuda_graph_engine.txt" | head -40
+    if [ $status -eq 0 ] && ! grep -q "^SKIP" "$work/test_cuda_graph_engine.txt"; then
+      record "PASS Qt Test suite core/test_cuda_graph_engine (GPT) on the GPU: $totals"
+    else
+      record "FAIL Qt Test suite core/test_cuda_graph_engine (GPT) on the GPU (exit $status, skips count as failures here): $totals"
+    fi
+  else
+    record "FAIL Qt Test suite core/test_cuda_graph_engine: not built (no Qt 6 Test in .deps)"
   fi
 fi
 

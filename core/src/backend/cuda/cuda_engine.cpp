@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_graph_engine.hpp"
 #include "backend/cuda/kernels.hpp"
 #include "model/param_layout.hpp"
 #include "optim/optimizer_step.hpp"
@@ -12,11 +13,15 @@
 
 namespace trainbench {
 
+// MLPs run on the layer-chain engine (which also covers 16-bit storage); every other model on
+// the executor over its description.
 std::array<int64_t, kMemoryCategoryCount> plan_cuda_engine_memory(const EngineSpec& spec) {
+    if (spec.model.family != ModelFamily::mlp) return plan_cuda_graph_memory(spec);
     return cuda::planned_bytes(cuda::make_engine_layout(spec));
 }
 
 std::unique_ptr<ComputeEngine> make_cuda_engine(const EngineSpec& spec) {
+    if (spec.model.family != ModelFamily::mlp) return make_cuda_graph_engine(spec);
     return std::make_unique<cuda::CudaEngine>(spec);
 }
 

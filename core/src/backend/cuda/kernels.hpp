@@ -75,6 +75,9 @@ struct OptimizerLaunch {
     int64_t n = 0;
     void* params_16 = nullptr;  // mixed precision: refreshed 16-bit working copy, else null
     StorageType type_16 = StorageType::f32;
+    // Weight decay applies to [0, decay_end) only (ParamLayout puts the decayed tensors first,
+    // as nanoGPT's parameter groups); -1 decays all n.
+    int64_t decay_end = -1;
 };
 void optimizer_step_device(const OptimizerConfig& config, const OptimizerLaunch& launch,
                            double lr, double grad_multiplier, int64_t step, cudaStream_t stream);

@@ -47,11 +47,11 @@ __device__ __forceinline__ float scaled_grad(const float* grads, int64_t i, cons
 
 template <typename T>
 __global__ void sgd_kernel(float* params, const float* grads, float* momentum_buffer, int64_t n,
-                           void* params_16, StepScalars s) {
+                           int64_t decay_end, void* params_16, StepScalars s) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
         float d_p = scaled_grad(grads, i, s);
-        if (s.decay) d_p = d_p + s.weight_decay * params[i];
+        if (s.decay && i < decay_end) d_p = d_p + s.weight_decay * params[i];
         if (s.use_momentum) {
             float buf;
             if (s.first_step) {
@@ -71,13 +71,14 @@ __global__ void sgd_kernel(float* params, const float* grads, float* momentum_bu
 
 template <typename T>
 __global__ void adam_kernel(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
-                            int64_t n, void* params_16, StepScalars s) {
+                            int64_t n, int64_t decay_end, void* params_16, StepScalars s) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
+        const bool decay = s.decay && i < decay_end;
         float param = params[i];
-        if (s.decoupled && s.decay) param = param * s.shrink_factor;
+        if (s.decoupled && decay) param = param * s.shrink_factor;
         float grad = scaled_grad(grads, i, s);
-        if (!s.decoupled && s.decay) grad = grad + s.weight_decay * param;
+        if (!s.decoupled && decay) grad = grad + s.weight_decay * param;
         float m = exp_avg[i] * s.beta1;
         m = m + s.one_minus_beta1 * grad;
         float v = exp_avg_sq[i] * s.beta2;
@@ -94,11 +95,11 @@ __global__ void adam_kernel(float* params, const float* grads, float* exp_avg, f
 template <typename T>
 __global__ void rmsprop_kernel(float* params, const float* grads, float* square_avg,
                                float* momentum_buffer, float* grad_avg, int64_t n,
-                               void* params_16, StepScalars s) {
+                               int64_t decay_end, void* params_16, StepScalars s) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
         float grad = scaled_grad(grads, i, s);
-        if (s.decay) grad = grad + s.weight_decay * params[i];
+        if (s.decay && i < decay_end) grad = grad + s.weight_decay * params[i];
         float sq = square_avg[i] * s.alpha;
         sq = sq + s.one_minus_alpha * grad * grad;
         square_avg[i] = sq;
@@ -128,11 +129,11 @@ __global__ void rmsprop_kernel(float* params, const float* grads, float* square_
 
 template <typename T>
 __global__ void adagrad_kernel(float* params, const float* grads, float* state_sum, int64_t n,
-                               void* params_16, StepScalars s) {
+                               int64_t decay_end, void* params_16, StepScalars s) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
         float grad = scaled_grad(grads, i, s);
-        if (s.decay) grad = grad + s.weight_decay * params[i];
+        if (s.decay && i < decay_end) grad = grad + s.weight_decay * params[i];
         const float sum = state_sum[i] + grad * grad;
         state_sum[i] = sum;
         const float std_dev = sqrtf(sum) + s.eps;
@@ -201,18 +202,19 @@ void optimizer_step_device(const OptimizerConfig& config, const OptimizerLaunch&
     const StepScalars s = step_scalars(config, lr, grad_multiplier, step);
     const unsigned blocks = grid_for(launch.n, kThreads, 132 * 16);
     const int64_t n = launch.n;
+    const int64_t decay_end = launch.decay_end < 0 || launch.decay_end > n ? n : launch.decay_end;
     float* state = launch.state;
     const StorageType type = launch.params_16 ? launch.type_16 : StorageType::f32;
     dispatch_storage(type, [&]<typename T>() {
         switch (config.kind) {
             case OptimizerKind::sgd:
                 sgd_kernel<T><<<blocks, kThreads, 0, stream>>>(launch.params, launch.grads, state,
-                                                               n, launch.params_16, s);
+                                                               n, decay_end, launch.params_16, s);
                 break;
             case OptimizerKind::adam:
             case OptimizerKind::adamw:
                 adam_kernel<T><<<blocks, kThreads, 0, stream>>>(launch.params, launch.grads, state,
-                                                                state + n, n, launch.params_16, s);
+                                                                state + n, n, decay_end, launch.params_16, s);
                 break;
             case OptimizerKind::rmsprop: {
                 // Slot order as optim/optimizer_step.cpp: square_avg, [momentum_buffer], [grad_avg].
@@ -224,13 +226,13 @@ void optimizer_step_device(const OptimizerConfig& config, const OptimizerLaunch&
                 }
                 float* grad_avg = config.centered ? next : nullptr;
                 rmsprop_kernel<T><<<blocks, kThreads, 0, stream>>>(
-                    launch.params, launch.grads, state, momentum_buffer, grad_avg, n,
+                    launch.params, launch.grads, state, momentum_buffer, grad_avg, n, decay_end,
                     launch.params_16, s);
                 break;
             }
             case OptimizerKind::adagrad:
                 adagrad_kernel<T><<<blocks, kThreads, 0, stream>>>(launch.params, launch.grads,
-                                                                   state, n, launch.params_16, s);
+                                                                   state, n, decay_end, launch.params_16, s);
                 break;
         }
     });

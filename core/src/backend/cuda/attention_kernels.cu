@@ -1,0 +1,148 @@
+// Causal self-attention as nn/attention.cpp computes it, on the GPU: the four products per head
+// are cuBLAS strided-batched SGEMMs over strided views of qkv, out and dqkv (no permute copies),
+// one call per head batched over the samples (a head's columns sit at one stride from sample to
+// sample, while consecutive heads of one sample do not continue that stride); the causal
+// softmax and its backward are warp-per-row kernels. Full T x T products are computed and the
+// future positions masked, so T need not be a multiple of any tile.
+#include <cmath>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/gpt_kernels.hpp"
+
+namespace trainbench::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kRowsPerBlock = 8;  // one warp per row of att
+
+__device__ __forceinline__ double warp_sum(double value) {
+    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
+    return value;
+}
+
+__device__ __forceinline__ float warp_max(float value) {
+    for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(kFullMask, value, offset));
+    return value;
+}
+
+// Row t of one (sample, head) pair holds q_t k_j for every key j; it becomes
+// softmax_j<=t(scale * q_t k_j), exactly 0 for j > t. Same operations as the CPU op: scale in
+// float, float exponentials, their sum in double.
+__global__ void causal_softmax_kernel(float* __restrict__ att, int64_t rows, int64_t T, float scale) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;
+    const int64_t t = row % T;
+    float* a = att + row * T;
+    float max_score = -INFINITY;
+    for (int64_t j = lane; j <= t; j += 32) {
+        const float s = a[j] * scale;
+        a[j] = s;
+        max_score = fmaxf(max_score, s);
+    }
+    max_score = warp_max(max_score);
+    double sum = 0.0;
+    for (int64_t j = lane; j <= t; j += 32) {
+        const float e = expf(a[j] - max_score);
+        a[j] = e;
+        sum += e;
+    }
+    const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
+    for (int64_t j = lane; j < T; j += 32) a[j] = j <= t ? a[j] * inv_sum : 0.0f;
+}
+
+// Head `head`'s d(att) rows for every sample ([B, T, T] in g) become scale * dS:
+//   g_j = scale * p_j (g_j - sum_k p_k g_k) for j <= t, 0 above the diagonal.
+__global__ void causal_softmax_backward_kernel(const float* __restrict__ att, float* __restrict__ g, int64_t B,
+                                               int64_t T, int64_t n_head, int64_t head, float scale) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;  // b * T + t
+    if (row >= B * T) return;
+    const int64_t b = row / T, t = row % T;
+    const float* p = att + ((b * n_head + head) * T + t) * T;
+    float* d = g + row * T;
+    double dot = 0.0;
+    for (int64_t j = lane; j <= t; j += 32) dot += static_cast<double>(p[j]) * d[j];
+    const float row_dot = static_cast<float>(warp_sum(dot));
+    for (int64_t j = lane; j < T; j += 32) d[j] = j <= t ? scale * (p[j] * (d[j] - row_dot)) : 0.0f;
+}
+
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+// Column-major strided-batched product C = op(A) op(B), batched over the B samples.
+struct Batched {
+    cublasHandle_t blas;
+    int batch;
+    void operator()(cublasOperation_t trans_a, cublasOperation_t trans_b, int64_t m, int64_t n, int64_t k,
+                    const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                    float* c, int64_t ldc, int64_t stride_c) const {
+        const float one = 1.0f, zero = 0.0f;
+        TRAINBENCH_CUBLAS_CHECK(cublasSgemmStridedBatched(
+            blas, trans_a, trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, a,
+            static_cast<int>(lda), stride_a, b, static_cast<int>(ldb), stride_b, &zero, c, static_cast<int>(ldc),
+            stride_c, batch));
+    }
+};
+
+}  // namespace
+
+// In column-major terms (what cuBLAS sees), head h of sample b has Qc, Kc, Vc = [hs x T] at
+// qkv + b*T*3C + h*hs (+C, +2C) with leading dimension 3C, Yc = [hs x T] at out + b*T*C + h*hs
+// with leading dimension C, and the row-major att[t][j] is the column-major A(j, t), ld T.
+void attention_forward(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
+                       int64_t C, int64_t n_head, cudaStream_t stream) {
+    if (B == 0 || T == 0) return;
+    const int64_t hs = C / n_head;
+    const Batched product{blas, static_cast<int>(B)};
+    for (int64_t h = 0; h < n_head; ++h) {
+        const float* q = qkv + h * hs;
+        // A(j, t) = sum_d K(d, j) Q(d, t)
+        product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, q + C, 3 * C, T * 3 * C, q, 3 * C, T * 3 * C, att + h * T * T, T,
+                n_head * T * T);
+    }
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
+    causal_softmax_kernel<<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(att, B * n_head * T, T,
+                                                                                        scale);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    for (int64_t h = 0; h < n_head; ++h) {
+        // Yc(d, t) = sum_j V(d, j) A(j, t)
+        product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, qkv + h * hs + 2 * C, 3 * C, T * 3 * C, att + h * T * T, T,
+                n_head * T * T, out + h * hs, C, T * C);
+    }
+}
+
+int64_t attention_backward_scratch_floats(int64_t B, int64_t T) { return B * T * T; }
+
+// With P = att, G = d(att) (then scale * dS after the softmax backward):
+//   dV = P^T dY,  G = dY V^T,  dQ = G K,  dK = G^T Q.
+void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
+                        float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream) {
+    if (B == 0 || T == 0) return;
+    const int64_t hs = C / n_head;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
+    const Batched product{blas, static_cast<int>(B)};
+    float* G = scratch;  // [B, T, T]: row-major G[t][j] is column-major G(j, t)
+    for (int64_t h = 0; h < n_head; ++h) {
+        const float* q = qkv + h * hs;
+        const float* k = q + C;
+        const float* v = q + 2 * C;
+        const float* dy = dout + h * hs;
+        float* dq = dqkv + h * hs;
+        float* dk = dq + C;
+        float* dv = dq + 2 * C;
+        const float* p = att + h * T * T;
+        // dVc(d, j) = sum_t dYc(d, t) A(j, t)
+        product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, C, T * C, p, T, n_head * T * T, dv, 3 * C, T * 3 * C);
+        // G(j, t) = sum_d V(d, j) dY(d, t)
+        product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, 3 * C, T * 3 * C, dy, C, T * C, G, T, T * T);
+        causal_softmax_backward_kernel<<<row_blocks(B * T), kRowsPerBlock * 32, 0, stream>>>(att, G, B, T, n_head, h,
+                                                                                             scale);
+        TRAINBENCH_CUDA_CHECK_LAUNCH();
+        // dQc(d, t) = sum_j K(d, j) G(j, t)
+        product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, k, 3 * C, T * 3 * C, G, T, T * T, dq, 3 * C, T * 3 * C);
+        // dKc(d, j) = sum_t Q(d, t) G(j, t)
+        product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, q, 3 * C, T * 3 * C, G, T, T * T, dk, 3 * C, T * 3 * C);
+    }
+}
+
+}  // namespace trainbench::cuda

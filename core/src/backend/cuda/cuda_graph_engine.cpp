@@ -1,0 +1,700 @@
+// The CUDA executor over a model description: one switch over op kinds for the forward and one
+// for the backward, as backend/cpu/graph_engine.cpp, on device buffers the planner
+// (plan/graph_plan.cpp) laid out. Linear layers are cuBLASLt products (linear_products.hpp),
+// attention uses cuBLAS strided-batched products, the rest are the engine's own kernels
+// (gpt_kernels.hpp, kernels.hpp), all deterministic, all on one stream.
+//
+// Memory: the planner's buffers, with their categories and in its order, except the packed
+// weights block, which only the CPU's products read; plus what CUDA needs besides (the
+// cuBLAS/cuBLASLt workspace, the loss and norm reductions, the labels of a feature model, and
+// d(att) of one head for the attention backward), planned in make_device_plan. The engine
+// allocates exactly that list and plan_cuda_graph_memory sums it, so plan == allocation holds
+// by construction. Per-micro-batch buffers are taken from the caching DeviceAllocator when a
+// pass starts and returned when it ends; the same sizes in the same order come back from its
+// cache, so the steady state allocates nothing.
+#include "backend/cuda/cuda_graph_engine.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/device_allocator.hpp"
+#include "backend/cuda/gemm.hpp"
+#include "backend/cuda/gpt_kernels.hpp"
+#include "backend/cuda/kernels.hpp"
+#include "backend/cuda/linear_products.hpp"
+#include "model/param_layout.hpp"
+#include "nn/activation.hpp"
+#include "optim/optimizer_state_tensors.hpp"
+#include "optim/optimizer_step.hpp"
+#include "plan/graph_plan.hpp"
+#include "trainbench/error.hpp"
+
+namespace trainbench {
+namespace cuda {
+namespace {
+
+constexpr int64_t kByteAlignment = 256;
+
+int64_t align_up(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+// Appends `bytes` to a block being laid out and returns where they start.
+int64_t take(int64_t& cursor, int64_t bytes) {
+    const int64_t offset = align_up(cursor, kByteAlignment);
+    cursor = offset + bytes;
+    return offset;
+}
+
+// What the device holds for one EngineSpec.
+struct DevicePlan {
+    GraphPlan graph;
+    // Allocation order. Persistent: parameters, gradients, [optimizer state], CUDA workspace.
+    // Per micro-batch: the planner's (tokens, tensors, recompute slots, gradient block, kernel
+    // scratch), then the attention backward's scratch.
+    std::vector<PlannedBuffer> persistent;
+    std::vector<PlannedBuffer> per_micro_batch;
+
+    // The CUDA workspace block, in bytes from its start.
+    int64_t gemm_workspace_offset = 0;
+    int64_t gemm_workspace_bytes = 0;
+    int64_t norm_partials_offset = 0;  // double[kSumSquaresPartials]
+    int64_t norm_result_offset = 0;    // double
+    int64_t totals_offset = 0;         // double[2]: loss sum, correct count
+    int64_t sample_loss_offset = 0;    // double per loss term
+    int64_t sample_correct_offset = 0; // int32 per loss term
+    int64_t labels_offset = -1;        // int32 per loss term (feature models; token models use the planner's)
+    int64_t targets_offset = -1;       // float per sample (regression)
+    int64_t workspace_bytes = 0;
+
+    int64_t attention_scratch_floats = 0;
+
+    BytesByCategory bytes() const {
+        BytesByCategory total{};
+        for (const auto* list : {&persistent, &per_micro_batch})
+            for (const PlannedBuffer& b : *list)
+                total[static_cast<size_t>(b.category)] += DeviceAllocator::rounded_size(b.bytes);
+        return total;
+    }
+};
+
+DevicePlan make_device_plan(const EngineSpec& spec) {
+    if (spec.precision != Precision::fp32)
+        throw Error("--precision " + to_string(spec.precision) + " is not available for " + spec.model.summary +
+                    " on CUDA yet; use --precision fp32");
+    DevicePlan plan;
+    // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
+    // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too.
+    plan.graph = make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),
+                                 1, optimizer_state_slots(spec.optimizer), spec.gradient_checkpointing);
+    const GraphPlan& g = plan.graph;
+    const ModelDesc& m = g.model;
+    // The planner's persistent buffers end with the packed weights (see the file comment).
+    for (size_t i = 0; i + 1 < g.first_step_buffer; ++i) plan.persistent.push_back(g.buffers[i]);
+    for (size_t i = g.first_step_buffer; i < g.buffers.size(); ++i) plan.per_micro_batch.push_back(g.buffers[i]);
+
+    int64_t needed_scratch = 0;
+    for (const OpDesc& op : m.ops) {
+        if (op.kind == OpKind::layernorm) {
+            const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
+            needed_scratch = std::max(needed_scratch, layernorm_backward_scratch_floats_cuda(C));
+        } else if (op.kind == OpKind::attention) {
+            plan.attention_scratch_floats = std::max(plan.attention_scratch_floats,
+                                                     attention_backward_scratch_floats(g.micro_batch, op.rows_per_sample));
+        }
+    }
+    if (needed_scratch > g.scratch_floats)
+        throw std::logic_error("CUDA graph engine: the planner's scratch is smaller than the LayerNorm backward needs");
+    plan.per_micro_batch.push_back({MemoryCategory::workspace, plan.attention_scratch_floats * 4});
+
+    const int64_t loss_terms = g.micro_batch * m.loss_terms_per_sample;
+    int64_t work = 0;
+    plan.gemm_workspace_bytes = static_cast<int64_t>(GemmRunner::kWorkspaceBytes);
+    plan.gemm_workspace_offset = take(work, plan.gemm_workspace_bytes);
+    plan.norm_partials_offset = take(work, kSumSquaresPartials * 8);
+    plan.norm_result_offset = take(work, 8);
+    plan.totals_offset = take(work, 2 * 8);
+    plan.sample_loss_offset = take(work, loss_terms * 8);
+    plan.sample_correct_offset = take(work, loss_terms * 4);
+    if (!m.token_input) {
+        if (m.classes > 0) plan.labels_offset = take(work, loss_terms * 4);
+        else plan.targets_offset = take(work, g.micro_batch * 4);
+    }
+    plan.workspace_bytes = work;
+    plan.persistent.push_back({MemoryCategory::workspace, plan.workspace_bytes});
+    return plan;
+}
+
+void check_device_index(int index) {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        cudaGetLastError();
+        throw Error(std::string("--device cuda: no usable NVIDIA GPU (cudaGetDeviceCount: ") + cudaGetErrorString(status) +
+                    "); use --device cpu");
+    }
+    if (index < 0 || index >= count)
+        throw Error("--device cuda:" + std::to_string(index) + ": no such GPU (" + std::to_string(count) +
+                    " found); use cuda:0" + (count > 1 ? "..cuda:" + std::to_string(count - 1) : std::string()));
+}
+
+void run_gemm(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream) {
+    if (!gemm.run(call, stream))
+        throw Error("cuBLASLt has no algorithm for a " + std::to_string(call.m) + "x" + std::to_string(call.n) + "x" +
+                    std::to_string(call.k) + " fp32 product on this GPU; try --device cpu");
+}
+
+class CudaGraphEngine final : public ComputeEngine {
+public:
+    explicit CudaGraphEngine(const EngineSpec& spec)
+        : spec_(spec), plan_(make_device_plan(spec)), device_(spec.device_index), allocator_(spec.memory_limit_bytes) {
+        check_device_index(device_);
+        activate_device();
+        try {
+            create_resources();
+        } catch (...) {
+            destroy_handles();  // a destructor does not run for a constructor that threw
+            throw;
+        }
+    }
+
+    ~CudaGraphEngine() override { destroy_handles(); }
+
+    void set_weights(const ModelWeights& weights) override {
+        activate_device();
+        std::vector<float> store(static_cast<size_t>(layout().count), 0.0f);
+        scatter_weights(model(), layout(), weights, store.data());
+        upload(params_, store);
+    }
+
+    ModelWeights weights() const override {
+        activate_device();
+        return gather_weights(model(), layout(), download(params_, layout().count).data());
+    }
+
+    ModelWeights gradients() const override {
+        activate_device();
+        if (grads_stale_) throw Error("gradients read after zero_grad() without a micro-batch");
+        return gather_weights(model(), layout(), download(grads_, layout().count).data());
+    }
+
+    void zero_grad() override { grads_stale_ = true; }
+
+    double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
+        activate_device();
+        if (!(normaliser > 0.0)) throw Error("loss normaliser must be positive (internal)");
+        begin_micro_batch(batch);
+        forward(batch.count);
+        loss(batch.count, static_cast<float>(loss_scale / normaliser), true);
+        backward(batch.count);
+        grads_stale_ = false;
+        const double loss_sum = read_totals()[0];
+        end_micro_batch();
+        return loss_sum;
+    }
+
+    double grad_norm_squared() override {
+        activate_device();
+        materialise_zero_grad();
+        sum_of_squares(grads_, layout().count, static_cast<double*>(workspace_at(plan_.norm_partials_offset)),
+                       static_cast<double*>(workspace_at(plan_.norm_result_offset)), stream_);
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_ + 2, workspace_at(plan_.norm_result_offset), sizeof(double),
+                                              cudaMemcpyDeviceToHost, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return host_results_[2];
+    }
+
+    void optimizer_step(double lr, double grad_multiplier, int64_t step) override {
+        activate_device();
+        materialise_zero_grad();
+        OptimizerLaunch launch;
+        launch.params = params_;
+        launch.grads = grads_;
+        launch.state = state_;
+        launch.n = layout().count;
+        launch.decay_end = layout().decay_end;
+        optimizer_step_device(spec_.optimizer, launch, lr, grad_multiplier, step, stream_);
+    }
+
+    EvalTotals evaluate(const MicroBatch& batch) override {
+        activate_device();
+        EvalTotals totals;
+        const ModelDesc& m = model();
+        for (int64_t start = 0; start < batch.count; start += plan_.graph.micro_batch) {
+            MicroBatch chunk;
+            chunk.count = std::min(plan_.graph.micro_batch, batch.count - start);
+            chunk.x = batch.x ? batch.x + start * m.input_per_sample : nullptr;
+            chunk.tokens = batch.tokens ? batch.tokens + start * m.input_per_sample : nullptr;
+            chunk.labels = batch.labels ? batch.labels + start * m.loss_terms_per_sample : nullptr;
+            chunk.targets = batch.targets ? batch.targets + start : nullptr;
+            begin_micro_batch(chunk);
+            forward(chunk.count);
+            loss(chunk.count, 0.0f, false);
+            const double* sums = read_totals();
+            totals.loss_sum += sums[0];
+            totals.correct += std::llround(sums[1]);
+            end_micro_batch();
+        }
+        return totals;
+    }
+
+    std::vector<NamedTensor> optimizer_state() const override {
+        activate_device();
+        const int64_t n = layout().count;
+        const std::vector<float> state = download(state_, n * plan_.graph.optimizer_slots);
+        return optimizer_state_tensors(spec_.optimizer, state.data(), n);
+    }
+
+    void set_optimizer_state(const std::vector<NamedTensor>& tensors) override {
+        activate_device();
+        const int64_t n = layout().count;
+        std::vector<float> state(static_cast<size_t>(n * plan_.graph.optimizer_slots));
+        optimizer_init_state(spec_.optimizer, state.data(), n);
+        load_optimizer_state_tensors(spec_.optimizer, tensors, state.data(), n);
+        upload(state_, state);
+    }
+
+    MemoryReport memory() const override { return allocator_.report(); }
+
+    void release_cache() override {
+        activate_device();
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        allocator_.release_cache();
+    }
+
+    void begin_update_timing() override {
+        activate_device();
+        allocator_.begin_update();
+        TRAINBENCH_CUDA_CHECK(cudaEventRecord(timing_start_, stream_));
+    }
+
+    double end_update_timing_ms() override {
+        activate_device();
+        TRAINBENCH_CUDA_CHECK(cudaEventRecord(timing_stop_, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaEventSynchronize(timing_stop_));
+        float milliseconds = 0.0f;
+        TRAINBENCH_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, timing_start_, timing_stop_));
+        return milliseconds;
+    }
+
+    std::pair<int64_t, int64_t> device_memory() const override {
+        activate_device();
+        size_t free_bytes = 0, total_bytes = 0;
+        TRAINBENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        return {static_cast<int64_t>(total_bytes - free_bytes), static_cast<int64_t>(total_bytes)};
+    }
+
+private:
+    const ModelDesc& model() const { return plan_.graph.model; }
+    const ParamLayout& layout() const { return plan_.graph.params; }
+    void activate_device() const { TRAINBENCH_CUDA_CHECK(cudaSetDevice(device_)); }
+    void* workspace_at(int64_t offset) const { return static_cast<char*>(workspace_.ptr) + offset; }
+
+    void create_resources() {
+        TRAINBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        TRAINBENCH_CUDA_CHECK(cudaEventCreate(&timing_start_));
+        TRAINBENCH_CUDA_CHECK(cudaEventCreate(&timing_stop_));
+        gemm_ = std::make_unique<GemmRunner>();
+        TRAINBENCH_CUBLAS_CHECK(cublasCreate(&blas_));
+
+        // Persistent buffers in the plan's order (see DevicePlan).
+        const std::vector<PlannedBuffer>& p = plan_.persistent;
+        persistent_.reserve(p.size());
+        for (const PlannedBuffer& b : p) persistent_.push_back(allocator_.allocate(b.bytes, b.category));
+        params_ = static_cast<float*>(persistent_[0].ptr);
+        grads_ = static_cast<float*>(persistent_[1].ptr);
+        if (plan_.graph.optimizer_slots > 0) state_ = static_cast<float*>(persistent_[2].ptr);
+        workspace_ = persistent_.back();
+
+        // cuBLASLt (linear layers) and cuBLAS (attention) share one workspace: both run on the
+        // one stream, so their uses never overlap. cublasSetStream resets a handle's workspace,
+        // hence the order. cuBLAS's default math mode is true fp32 (no TF32), as the products in
+        // gemm.hpp.
+        void* gemm_workspace = workspace_at(plan_.gemm_workspace_offset);
+        gemm_->set_workspace(gemm_workspace, static_cast<size_t>(plan_.gemm_workspace_bytes));
+        TRAINBENCH_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+        TRAINBENCH_CUBLAS_CHECK(cublasSetWorkspace(blas_, gemm_workspace, static_cast<size_t>(plan_.gemm_workspace_bytes)));
+        TRAINBENCH_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+
+        const int64_t n = layout().count;
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(params_, 0, n * sizeof(float), stream_));
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_, 0, n * sizeof(float), stream_));
+        if (state_ != nullptr) {
+            const float initial = spec_.optimizer.kind == OptimizerKind::adagrad
+                                      ? static_cast<float>(spec_.optimizer.initial_accumulator_value)
+                                      : 0.0f;
+            fill_f32(state_, initial, n * plan_.graph.optimizer_slots, stream_);
+        }
+
+        // Page-locked staging, so the uploads run asynchronously on the stream.
+        const ModelDesc& m = model();
+        const int64_t samples = plan_.graph.micro_batch;
+        if (m.token_input) {
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_tokens_, 2 * plan_.graph.token_elements * sizeof(int32_t)));
+        } else {
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_inputs_, m.input_per_sample * samples * sizeof(float)));
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_labels_, m.loss_terms_per_sample * samples * sizeof(int32_t)));
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_targets_, samples * sizeof(float)));
+        }
+        TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_results_, 4 * sizeof(double)));
+
+        tensors_.assign(m.tensors.size(), nullptr);
+        slots_.assign(plan_.graph.slot_elements.size(), nullptr);
+        step_blocks_.reserve(plan_.per_micro_batch.size());
+        // Reserve the per-micro-batch buffers once so that the first update does not pay for
+        // cudaMalloc; they wait in the allocator's cache between passes.
+        acquire_step_buffers();
+        end_micro_batch();
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+
+    void destroy_handles() noexcept {
+        // No throwing here: a failure means the context is already torn down.
+        cudaSetDevice(device_);
+        if (stream_) cudaStreamSynchronize(stream_);
+        cudaFreeHost(host_tokens_);
+        cudaFreeHost(host_inputs_);
+        cudaFreeHost(host_labels_);
+        cudaFreeHost(host_targets_);
+        cudaFreeHost(host_results_);
+        host_tokens_ = nullptr;
+        host_labels_ = nullptr;
+        host_inputs_ = host_targets_ = nullptr;
+        host_results_ = nullptr;
+        if (timing_start_) cudaEventDestroy(timing_start_);
+        if (timing_stop_) cudaEventDestroy(timing_stop_);
+        timing_start_ = timing_stop_ = nullptr;
+        if (blas_) cublasDestroy(blas_);
+        blas_ = nullptr;
+        gemm_.reset();
+        if (stream_) cudaStreamDestroy(stream_);
+        stream_ = nullptr;
+    }
+
+    std::vector<float> download(const float* device, int64_t n) const {
+        std::vector<float> host(static_cast<size_t>(n));
+        if (n == 0) return host;
+        TRAINBENCH_CUDA_CHECK(
+            cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return host;
+    }
+
+    // Ordered on the stream (pageable memory; `host` outlives the synchronisation).
+    void upload(float* device, const std::vector<float>& host) {
+        if (host.empty()) return;
+        TRAINBENCH_CUDA_CHECK(
+            cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+
+    void materialise_zero_grad() {
+        if (!grads_stale_) return;
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_, 0, layout().count * sizeof(float), stream_));
+        grads_stale_ = false;
+    }
+
+    float* tensor(int t) const { return tensors_[static_cast<size_t>(t)]; }
+    float* grad(int t) const {
+        if (t < 0) return nullptr;
+        const int64_t offset = plan_.graph.grad_offset[static_cast<size_t>(t)];
+        return offset < 0 ? nullptr : grad_block_ + offset;
+    }
+    float* param(int p) const { return params_ + layout().offset[static_cast<size_t>(p)]; }
+    float* param_grad(int p) const { return grads_ + layout().offset[static_cast<size_t>(p)]; }
+    int64_t tensor_count(int t, int64_t n) const { return model().tensors[static_cast<size_t>(t)].per_sample * n; }
+
+    // Takes the micro-batch's buffers in the plan's order.
+    void acquire_step_buffers() {
+        if (!step_blocks_.empty()) {  // a pass that threw left them held
+            TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+            end_micro_batch();
+        }
+        size_t next = 0;
+        auto take = [&]() {
+            const PlannedBuffer& b = plan_.per_micro_batch[next++];
+            step_blocks_.push_back(allocator_.allocate(b.bytes, b.category));
+            return step_blocks_.back().ptr;
+        };
+        const ModelDesc& m = model();
+        const GraphPlan& g = plan_.graph;
+        if (m.token_input) tokens_ = static_cast<int32_t*>(take());
+        for (size_t t = 0; t < m.tensors.size(); ++t)
+            if (g.tensor_slot[t] < 0) tensors_[t] = static_cast<float*>(take());
+        for (auto& slot : slots_) slot = static_cast<float*>(take());
+        for (size_t t = 0; t < m.tensors.size(); ++t)
+            if (g.tensor_slot[t] >= 0) tensors_[t] = slots_[static_cast<size_t>(g.tensor_slot[t])];
+        grad_block_ = static_cast<float*>(take());
+        scratch_ = static_cast<float*>(take());
+        attention_scratch_ = static_cast<float*>(take());
+    }
+
+    // Takes the buffers and stages the micro-batch's inputs and labels.
+    void begin_micro_batch(const MicroBatch& batch) {
+        if (batch.count < 1 || batch.count > plan_.graph.micro_batch)
+            throw Error("internal: micro-batch of " + std::to_string(batch.count) + " samples for buffers of " +
+                        std::to_string(plan_.graph.micro_batch));
+        const ModelDesc& m = model();
+        const int64_t inputs = m.input_per_sample * batch.count;
+        const int64_t terms = m.loss_terms_per_sample * batch.count;
+        const bool classification = m.classes > 0;
+        if (m.token_input ? batch.tokens == nullptr || batch.labels == nullptr
+                          : batch.x == nullptr || (classification ? batch.labels == nullptr : batch.targets == nullptr))
+            throw Error("micro-batch has no inputs or no labels (internal: null pointer)");
+        acquire_step_buffers();
+        // The previous pass synchronised before returning, so the staging buffers are free.
+        if (m.token_input) {
+            const int64_t targets_at = plan_.graph.token_elements;
+            std::memcpy(host_tokens_, batch.tokens, inputs * sizeof(int32_t));
+            std::memcpy(host_tokens_ + targets_at, batch.labels, terms * sizeof(int32_t));
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(tokens_, host_tokens_, inputs * sizeof(int32_t),
+                                                  cudaMemcpyHostToDevice, stream_));
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(tokens_ + targets_at, host_tokens_ + targets_at,
+                                                  terms * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+            labels_ = tokens_ + targets_at;
+            return;
+        }
+        std::memcpy(host_inputs_, batch.x, inputs * sizeof(float));
+        TRAINBENCH_CUDA_CHECK(
+            cudaMemcpyAsync(tensors_[0], host_inputs_, inputs * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        if (classification) {
+            labels_ = static_cast<int32_t*>(workspace_at(plan_.labels_offset));
+            std::memcpy(host_labels_, batch.labels, terms * sizeof(int32_t));
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(static_cast<int32_t*>(workspace_at(plan_.labels_offset)), host_labels_,
+                                                  terms * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+        } else {
+            std::memcpy(host_targets_, batch.targets, batch.count * sizeof(float));
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(workspace_at(plan_.targets_offset), host_targets_,
+                                                  batch.count * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        }
+    }
+
+    // Gives the buffers back to the allocator's cache; callers have synchronised the stream.
+    void end_micro_batch() {
+        for (DeviceBlock& block : step_blocks_) allocator_.release(block);
+        step_blocks_.clear();
+    }
+
+    // Waits for the pass and reads its loss totals (sum, correct count).
+    const double* read_totals() {
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_, workspace_at(plan_.totals_offset), 2 * sizeof(double),
+                                              cudaMemcpyDeviceToHost, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return host_results_;
+    }
+
+    void forward(int64_t n) {
+        for (size_t o = 0; o < model().ops.size(); ++o) forward_op(static_cast<int>(o), n);
+    }
+
+    void forward_op(int o, int64_t n) {
+        const ModelDesc& m = model();
+        const OpDesc& op = m.ops[static_cast<size_t>(o)];
+        const int64_t rows = plan_.graph.rows(op, n);
+        switch (op.kind) {
+            case OpKind::linear: {
+                // The bias is a separate pass rather than a cuBLASLt epilogue: the epilogue's
+                // algorithm is chosen for one bias pointer's alignment, and these biases sit at
+                // arbitrary offsets of the parameter store.
+                const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
+                const int64_t out = shape[0], in = shape[1];
+                run_gemm(*gemm_,
+                         linear_forward_product(in, out, rows, param(op.params[0]), tensor(op.inputs[0]),
+                                                tensor(op.outputs[0]), CUDA_R_32F, nullptr, GemmEpilogue::none),
+                         stream_);
+                if (op.params.size() > 1)
+                    add_bias(tensor(op.outputs[0]), param(op.params[1]), StorageType::f32, out, rows, stream_);
+                return;
+            }
+            case OpKind::activation:
+                activation_forward(op.activation, tensor(op.inputs[0]), tensor(op.outputs[0]), StorageType::f32,
+                                   tensor_count(op.outputs[0], n), stream_);
+                return;
+            case OpKind::embedding: {
+                const auto& wte = m.params[static_cast<size_t>(op.params[0])];
+                embedding_forward(tokens_, param(op.params[0]), param(op.params[1]), tensor(op.outputs[0]), n,
+                                  op.rows_per_sample, wte.shape[1], stream_);
+                return;
+            }
+            case OpKind::layernorm: {
+                const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
+                layernorm_forward(tensor(op.inputs[0]), param(op.params[0]), param(op.params[1]), tensor(op.outputs[0]),
+                                  tensor(op.outputs[1]), tensor(op.outputs[2]), rows, C, stream_);
+                return;
+            }
+            case OpKind::attention: {
+                const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                attention_forward(blas_, tensor(op.inputs[0]), tensor(op.outputs[0]), tensor(op.outputs[1]), n,
+                                  op.rows_per_sample, C, op.heads, stream_);
+                return;
+            }
+            case OpKind::residual_add:
+                residual_forward(tensor(op.inputs[0]), tensor(op.inputs[1]), tensor(op.outputs[0]),
+                                 tensor_count(op.outputs[0], n), stream_);
+                return;
+            case OpKind::cross_entropy:
+            case OpKind::mean_squared_error: return;  // the loss runs in loss()
+        }
+    }
+
+    // Per-term losses and, with_gradient, d(grad_scale * loss)/d(outputs) into the output's
+    // gradient; then their sum (and correct count) in the workspace's totals.
+    void loss(int64_t n, float grad_scale, bool with_gradient) {
+        const ModelDesc& m = model();
+        const OpDesc& op = m.ops.back();
+        const int in = op.inputs[0];
+        auto* sample_loss = static_cast<double*>(workspace_at(plan_.sample_loss_offset));
+        auto* totals = static_cast<double*>(workspace_at(plan_.totals_offset));
+        float* dlogits = with_gradient ? grad(in) : nullptr;
+        if (op.kind == OpKind::cross_entropy) {
+            const int64_t rows = plan_.graph.rows(op, n);
+            auto* sample_correct = static_cast<int32_t*>(workspace_at(plan_.sample_correct_offset));
+            softmax_cross_entropy(tensor(in), StorageType::f32, labels_, m.classes, rows, grad_scale, dlogits,
+                                  sample_loss, sample_correct, stream_);
+            sum_sample_losses(sample_loss, sample_correct, rows, totals, stream_);
+        } else {
+            mean_squared_error(tensor(in), StorageType::f32, static_cast<const float*>(workspace_at(plan_.targets_offset)),
+                               n, grad_scale, dlogits, sample_loss, stream_);
+            sum_sample_losses(sample_loss, nullptr, n, totals, stream_);
+        }
+    }
+
+    void backward(int64_t n) {
+        const ModelDesc& m = model();
+        int resident_segment = plan_.graph.last_segment;
+        for (int o = static_cast<int>(m.ops.size()) - 2; o >= 0; --o) {
+            const int segment = m.ops[static_cast<size_t>(o)].segment;
+            if (plan_.graph.checkpointing && segment >= 0 && segment != resident_segment) {
+                // Gradient checkpointing: rebuild the segment's dropped tensors from its kept input.
+                for (size_t r = 0; r < m.ops.size(); ++r)
+                    if (m.ops[r].segment == segment) forward_op(static_cast<int>(r), n);
+                resident_segment = segment;
+            }
+            backward_op(o, n);
+        }
+    }
+
+    // Whether op o's backward adds to parameter k's gradient (else overwrites it).
+    bool accumulates_param(int o, size_t k) const {
+        return !grads_stale_ || plan_.graph.first_param_write[static_cast<size_t>(o)][k] == GradientWrite::accumulate;
+    }
+    bool accumulates_input(int o, size_t k) const {
+        return plan_.graph.input_write[static_cast<size_t>(o)][k] == GradientWrite::accumulate;
+    }
+
+    void backward_op(int o, int64_t n) {
+        const ModelDesc& m = model();
+        const OpDesc& op = m.ops[static_cast<size_t>(o)];
+        const int64_t rows = plan_.graph.rows(op, n);
+        const float* dout = grad(op.outputs.empty() ? -1 : op.outputs[0]);
+        switch (op.kind) {
+            case OpKind::linear: {
+                const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
+                const int64_t out = shape[0], in = shape[1];
+                run_gemm(*gemm_,
+                         linear_weight_grad_product(in, out, rows, tensor(op.inputs[0]), dout, param_grad(op.params[0]),
+                                                    CUDA_R_32F, accumulates_param(o, 0)),
+                         stream_);
+                if (op.params.size() > 1)
+                    bias_grad(dout, StorageType::f32, out, rows, param_grad(op.params[1]), accumulates_param(o, 1),
+                              stream_);
+                // The planner gives a linear op's input no other reader, so the product overwrites it.
+                if (float* dinput = grad(op.inputs[0]))
+                    run_gemm(*gemm_,
+                             linear_input_grad_product(in, out, rows, param(op.params[0]), dout, dinput, CUDA_R_32F),
+                             stream_);
+                return;
+            }
+            case OpKind::activation: {
+                // The input's gradient shares the output's buffer: scaled in place.
+                float* g = grad(op.inputs[0]);
+                if (!g) return;
+                const void* saved = activation_needs_input(op.activation) ? tensor(op.inputs[0]) : tensor(op.outputs[0]);
+                activation_backward(op.activation, g, saved, StorageType::f32, tensor_count(op.outputs[0], n), stream_);
+                return;
+            }
+            case OpKind::embedding: {
+                const auto& wte = m.params[static_cast<size_t>(op.params[0])];
+                embedding_backward(dout, tokens_, param_grad(op.params[0]), param_grad(op.params[1]), n,
+                                   op.rows_per_sample, wte.shape[1], wte.shape[0], accumulates_param(o, 0),
+                                   accumulates_param(o, 1), stream_);
+                return;
+            }
+            case OpKind::layernorm: {
+                const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
+                layernorm_backward(dout, tensor(op.inputs[0]), param(op.params[0]), tensor(op.outputs[1]),
+                                   tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
+                                   param_grad(op.params[1]), rows, C, accumulates_input(o, 0), accumulates_param(o, 0),
+                                   scratch_, stream_);
+                return;
+            }
+            case OpKind::attention: {
+                float* dqkv = grad(op.inputs[0]);
+                if (!dqkv) return;
+                const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                attention_backward(blas_, dout, tensor(op.inputs[0]), tensor(op.outputs[1]), dqkv, attention_scratch_, n,
+                                   op.rows_per_sample, C, op.heads, stream_);
+                return;
+            }
+            case OpKind::residual_add:
+                residual_backward(dout, grad(op.inputs[0]), accumulates_input(o, 0), grad(op.inputs[1]),
+                                  accumulates_input(o, 1), tensor_count(op.outputs[0], n), stream_);
+                return;
+            case OpKind::cross_entropy:
+            case OpKind::mean_squared_error: return;
+        }
+    }
+
+    EngineSpec spec_;
+    DevicePlan plan_;
+    int device_ = 0;
+    mutable DeviceAllocator allocator_;
+    cudaStream_t stream_ = nullptr;
+    cudaEvent_t timing_start_ = nullptr;
+    cudaEvent_t timing_stop_ = nullptr;
+    std::unique_ptr<GemmRunner> gemm_;
+    cublasHandle_t blas_ = nullptr;
+
+    std::vector<DeviceBlock> persistent_;
+    float* params_ = nullptr;
+    float* grads_ = nullptr;
+    float* state_ = nullptr;
+    DeviceBlock workspace_;
+    // zero_grad() was called and no backward pass has run since: the next one overwrites the
+    // gradients (first writers) instead of adding to them, as the CPU engine.
+    bool grads_stale_ = false;
+
+    // The current micro-batch's buffers.
+    std::vector<DeviceBlock> step_blocks_;
+    std::vector<float*> tensors_;
+    std::vector<float*> slots_;
+    float* grad_block_ = nullptr;
+    float* scratch_ = nullptr;
+    float* attention_scratch_ = nullptr;
+    int32_t* tokens_ = nullptr;
+    const int32_t* labels_ = nullptr;
+
+    // Page-locked host staging.
+    int32_t* host_tokens_ = nullptr;   // token models: inputs, then targets at token_elements
+    float* host_inputs_ = nullptr;     // feature models
+    int32_t* host_labels_ = nullptr;
+    float* host_targets_ = nullptr;
+    double* host_results_ = nullptr;   // [0..1] loss totals, [2] squared norm
+};
+
+}  // namespace
+}  // namespace cuda
+
+BytesByCategory plan_cuda_graph_memory(const EngineSpec& spec) { return cuda::make_device_plan(spec).bytes(); }
+
+std::unique_ptr<ComputeEngine> make_cuda_graph_engine(const EngineSpec& spec) {
+    return std::make_unique<cuda::CudaGraphEngine>(spec);
+}
+
+}  // namespace trainbench

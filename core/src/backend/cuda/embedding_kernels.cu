@@ -1,0 +1,85 @@
+// The input embedding (nanoGPT's wte + wpe) and its backward without atomics: every element of
+// dwte and dwpe belongs to one thread, which adds the rows of dout that reach it in (b, t)
+// order, as the CPU op does, so repeated tokens sum in one order on every run.
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/gpt_kernels.hpp"
+#include "backend/cuda/storage_types.cuh"
+
+namespace trainbench::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// dwte: a warp covers 32 columns of one range of vocabulary rows and scans every token of the
+// micro-batch, adding only those in its range; the ranges split the vocabulary into at most
+// kVocabularyRanges parts, enough warps to fill the GPU while each scan stays a broadcast read.
+constexpr int64_t kVocabularyRanges = 128;
+constexpr int kRangesPerBlock = 8;
+
+__global__ void embedding_forward_kernel(const int32_t* __restrict__ tokens, const float* __restrict__ wte,
+                                         const float* __restrict__ wpe, float* __restrict__ out, int64_t rows,
+                                         int64_t T, int64_t C) {
+    const int64_t n = rows * C;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = i / C, c = i - r * C;
+        out[i] = wte[static_cast<int64_t>(tokens[r]) * C + c] + wpe[(r % T) * C + c];
+    }
+}
+
+__global__ void token_embedding_backward_kernel(const float* __restrict__ dout, const int32_t* __restrict__ tokens,
+                                                float* __restrict__ dwte, int64_t rows, int64_t C, int64_t vocab,
+                                                int64_t ranges, bool accumulate) {
+    const int64_t column = blockIdx.x * int64_t(32) + threadIdx.x;
+    const int64_t range = blockIdx.y * int64_t(kRangesPerBlock) + threadIdx.y;
+    if (column >= C || range >= ranges) return;
+    const int64_t first = vocab * range / ranges, end = vocab * (range + 1) / ranges;
+    if (!accumulate)
+        for (int64_t v = first; v < end; ++v) dwte[v * C + column] = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t token = tokens[r];
+        if (token >= first && token < end) dwte[token * C + column] += dout[r * C + column];
+    }
+}
+
+// One thread per (position, column), adding the samples in order onto the current value.
+__global__ void position_embedding_backward_kernel(const float* __restrict__ dout, float* __restrict__ dwpe,
+                                                   int64_t B, int64_t T, int64_t C, bool accumulate) {
+    const int64_t n = T * C;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        float sum = accumulate ? dwpe[i] : 0.0f;
+        for (int64_t b = 0; b < B; ++b) sum += dout[b * T * C + i];
+        dwpe[i] = sum;
+    }
+}
+
+}  // namespace
+
+void embedding_forward(const int32_t* tokens, const float* wte, const float* wpe, float* out, int64_t B,
+                       int64_t T, int64_t C, cudaStream_t stream) {
+    const int64_t n = B * T * C;
+    if (n == 0) return;
+    embedding_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(tokens, wte, wpe, out, B * T, T, C);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+}
+
+void embedding_backward(const float* dout, const int32_t* tokens, float* dwte, float* dwpe, int64_t B, int64_t T,
+                        int64_t C, int64_t vocab, bool accumulate_wte, bool accumulate_wpe, cudaStream_t stream) {
+    if (B * T == 0 || C == 0) return;
+    if (dwte != nullptr) {
+        const int64_t ranges = std::min(vocab, kVocabularyRanges);
+        const dim3 block(32, kRangesPerBlock);
+        const dim3 grid(static_cast<unsigned>((C + 31) / 32),
+                        static_cast<unsigned>((ranges + kRangesPerBlock - 1) / kRangesPerBlock));
+        token_embedding_backward_kernel<<<grid, block, 0, stream>>>(dout, tokens, dwte, B * T, C, vocab, ranges,
+                                                                    accumulate_wte);
+        TRAINBENCH_CUDA_CHECK_LAUNCH();
+    }
+    if (dwpe != nullptr) {
+        position_embedding_backward_kernel<<<grid_for(T * C, kThreads), kThreads, 0, stream>>>(dout, dwpe, B, T, C,
+                                                                                               accumulate_wpe);
+        TRAINBENCH_CUDA_CHECK_LAUNCH();
+    }
+}
+
+}  // namespace trainbench::cuda

@@ -1,0 +1,57 @@
+#pragma once
+// Host-side launchers of the transformer ops the graph executor (cuda_graph_engine.cpp) needs
+// beyond the MLP's kernels (kernels.hpp), in fp32 over row-major [rows, width] activations with
+// the layouts of the CPU ops (nn/layernorm.hpp, nn/attention.hpp, nn/embedding.hpp). Every
+// launcher enqueues on `stream` without synchronising. No kernel uses atomics: each output
+// element is written by one thread, and sums over rows run in a fixed order, so identical
+// inputs give identical bits.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace trainbench::cuda {
+
+// --- layernorm_kernels.cu
+// out = (inp - mean) * rstd * weight + bias per row, saving mean and rstd ([rows] each) as the
+// CPU op does. out may alias inp.
+void layernorm_forward(const float* inp, const float* weight, const float* bias, float* out, float* mean,
+                       float* rstd, int64_t rows, int64_t C, cudaStream_t stream);
+// Floats of scratch layernorm_backward needs: per fixed chunk of rows, one row of dweight and
+// one of dbias partial sums (the same chunking as the CPU op, layernorm_backward_scratch_floats).
+int64_t layernorm_backward_scratch_floats_cuda(int64_t C);
+// dinp (= or +=) and dweight, dbias (= or +=, summed over rows: per-chunk partials into the
+// scratch, then one thread per column adds the chunks in order). dinp may be null (no input
+// gradient) and may alias dout when it is overwritten.
+void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
+                        bool accumulate_input, bool accumulate_params, float* scratch, cudaStream_t stream);
+
+// --- attention_kernels.cu: causal self-attention over qkv [B, T, 3C] (q | k | v, head h at
+// columns h*hs .. (h+1)*hs of each), out [B, T, C], probabilities att [B, H, T, T] with exact
+// zeros above the diagonal. The products are cuBLAS strided-batched SGEMMs (one call per head,
+// batched over the B samples) on `blas`, which must be bound to `stream` with a workspace.
+void attention_forward(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
+                       int64_t C, int64_t n_head, cudaStream_t stream);
+// Floats of scratch attention_backward needs: d(att) of one head for all samples, [B, T, T].
+int64_t attention_backward_scratch_floats(int64_t B, int64_t T);
+// dqkv [B, T, 3C] overwritten, from dout [B, T, C] and the forward's qkv and att.
+void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
+                        float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
+
+// --- embedding_kernels.cu: out [B*T, C] = wte[tokens] + wpe[position]
+void embedding_forward(const int32_t* tokens, const float* wte, const float* wpe, float* out, int64_t B,
+                       int64_t T, int64_t C, cudaStream_t stream);
+// dwte [vocab, C] and dwpe [T, C] (= or +=). Overwrite sets every row of dwte (absent tokens
+// to 0) and rows 0 .. T-1 of dwpe. Either may be null to skip it.
+void embedding_backward(const float* dout, const int32_t* tokens, float* dwte, float* dwpe, int64_t B, int64_t T,
+                        int64_t C, int64_t vocab, bool accumulate_wte, bool accumulate_wpe, cudaStream_t stream);
+
+// --- residual_kernels.cu
+// out = a + b over n values.
+void residual_forward(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+// d_a (= or +=) dout and d_b (= or +=) dout; either may be null.
+void residual_backward(const float* dout, float* d_a, bool accumulate_a, float* d_b, bool accumulate_b, int64_t n,
+                       cudaStream_t stream);
+
+}  // namespace trainbench::cuda

@@ -1,0 +1,148 @@
+// LayerNorm forward and backward with the arithmetic of nn/layernorm.cpp: per-row statistics
+// summed in double, the parameter gradients summed over fixed chunks of rows and then over the
+// chunks in order, so the result depends on neither scheduling nor the GPU's size.
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/gpt_kernels.hpp"
+#include "nn/layernorm.hpp"
+
+namespace trainbench::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kRowsPerBlock = 8;  // one warp per row
+constexpr int kColumnThreads = 256;
+// As nn/layernorm.cpp's kRowChunks, so the planner's scratch (layernorm_backward_scratch_floats)
+// holds the partial sums.
+constexpr int64_t kRowChunks = 64;
+
+// Butterfly sum: every lane ends with the same total, added in the same order on every run.
+__device__ __forceinline__ double warp_sum(double value) {
+    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
+    return value;
+}
+
+// No __restrict__ on inp/out: they may alias (each lane reads x[i] before writing y[i]).
+__global__ void layernorm_forward_kernel(const float* inp, const float* __restrict__ weight,
+                                         const float* __restrict__ bias, float* out, float* __restrict__ mean,
+                                         float* __restrict__ rstd, int64_t rows, int64_t C) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;  // whole warps leave together, so the shuffles stay full
+    const float* x = inp + row * C;
+    float* y = out + row * C;
+    double sum = 0.0;
+    for (int64_t i = lane; i < C; i += 32) sum += x[i];
+    const double m = warp_sum(sum) / static_cast<double>(C);
+    double squares = 0.0;
+    for (int64_t i = lane; i < C; i += 32) {
+        const double d = static_cast<double>(x[i]) - m;
+        squares += d * d;
+    }
+    squares = warp_sum(squares);
+    const float mu = static_cast<float>(m);
+    const float rs = static_cast<float>(1.0 / sqrt(squares / static_cast<double>(C) + kLayerNormEps));
+    if (lane == 0) {
+        mean[row] = mu;
+        rstd[row] = rs;
+    }
+    for (int64_t i = lane; i < C; i += 32) y[i] = (x[i] - mu) * rs * weight[i] + bias[i];
+}
+
+// dinp = rstd * (dn - mean(dn) - n * mean(dn * n)) with n = (x - mean) * rstd, dn = weight * dout.
+// dinp may alias dout (each lane reads dy[i] before writing dx[i]).
+__global__ void layernorm_input_grad_kernel(const float* dout, const float* __restrict__ inp,
+                                            const float* __restrict__ weight, const float* __restrict__ mean,
+                                            const float* __restrict__ rstd, float* dinp, int64_t rows, int64_t C,
+                                            bool accumulate) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;
+    const float* x = inp + row * C;
+    const float* dy = dout + row * C;
+    float* dx = dinp + row * C;
+    const float mu = mean[row], rs = rstd[row];
+    double sum_dn = 0.0, sum_dn_n = 0.0;
+    for (int64_t i = lane; i < C; i += 32) {
+        const float n = (x[i] - mu) * rs;
+        const float dn = weight[i] * dy[i];
+        sum_dn += dn;
+        sum_dn_n += static_cast<double>(dn) * n;
+    }
+    const float mean_dn = static_cast<float>(warp_sum(sum_dn) / static_cast<double>(C));
+    const float mean_dn_n = static_cast<float>(warp_sum(sum_dn_n) / static_cast<double>(C));
+    for (int64_t i = lane; i < C; i += 32) {
+        const float n = (x[i] - mu) * rs;
+        const float value = (weight[i] * dy[i] - mean_dn - n * mean_dn_n) * rs;
+        dx[i] = accumulate ? dx[i] + value : value;
+    }
+}
+
+// Block (column tile, chunk): each thread sums its column over the chunk's rows in order.
+__global__ void layernorm_param_partials_kernel(const float* __restrict__ dout, const float* __restrict__ inp,
+                                                const float* __restrict__ mean, const float* __restrict__ rstd,
+                                                int64_t rows, int64_t C, int64_t chunks,
+                                                float* __restrict__ partials) {
+    const int64_t i = blockIdx.x * int64_t(kColumnThreads) + threadIdx.x;
+    const int64_t chunk = blockIdx.y;
+    if (i >= C) return;
+    float sum_w = 0.0f, sum_b = 0.0f;
+    for (int64_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
+        const float dy = dout[r * C + i];
+        const float n = (inp[r * C + i] - mean[r]) * rstd[r];
+        sum_w += dy * n;
+        sum_b += dy;
+    }
+    partials[chunk * 2 * C + i] = sum_w;
+    partials[chunk * 2 * C + C + i] = sum_b;
+}
+
+__global__ void layernorm_param_sum_kernel(const float* __restrict__ partials, int64_t C, int64_t chunks,
+                                           float* __restrict__ dweight, float* __restrict__ dbias,
+                                           bool accumulate) {
+    const int64_t i = blockIdx.x * int64_t(kColumnThreads) + threadIdx.x;
+    if (i >= C) return;
+    double sum_w = 0.0, sum_b = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) {
+        sum_w += partials[c * 2 * C + i];
+        sum_b += partials[c * 2 * C + C + i];
+    }
+    dweight[i] = accumulate ? dweight[i] + static_cast<float>(sum_w) : static_cast<float>(sum_w);
+    dbias[i] = accumulate ? dbias[i] + static_cast<float>(sum_b) : static_cast<float>(sum_b);
+}
+
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+unsigned column_blocks(int64_t C) { return static_cast<unsigned>((C + kColumnThreads - 1) / kColumnThreads); }
+
+}  // namespace
+
+void layernorm_forward(const float* inp, const float* weight, const float* bias, float* out, float* mean,
+                       float* rstd, int64_t rows, int64_t C, cudaStream_t stream) {
+    if (rows == 0 || C == 0) return;
+    layernorm_forward_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(inp, weight, bias, out, mean,
+                                                                                   rstd, rows, C);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+}
+
+int64_t layernorm_backward_scratch_floats_cuda(int64_t C) { return kRowChunks * 2 * C; }
+
+void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
+                        bool accumulate_input, bool accumulate_params, float* scratch, cudaStream_t stream) {
+    if (rows == 0 || C == 0) return;
+    // The parameter sums read dout first: dinp may overwrite it in place.
+    const int64_t chunks = std::min(rows, kRowChunks);
+    layernorm_param_partials_kernel<<<dim3(column_blocks(C), static_cast<unsigned>(chunks)), kColumnThreads, 0,
+                                      stream>>>(dout, inp, mean, rstd, rows, C, chunks, scratch);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    layernorm_param_sum_kernel<<<column_blocks(C), kColumnThreads, 0, stream>>>(scratch, C, chunks, dweight, dbias,
+                                                                                accumulate_params);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    if (dinp == nullptr) return;
+    layernorm_input_grad_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(
+        dout, inp, weight, mean, rstd, dinp, rows, C, accumulate_input);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace trainbench::cuda

@@ -1,0 +1,514 @@
+// The CUDA executor over model descriptions (backend/cuda/cuda_graph_engine.cpp) against the CPU
+// one, which test_gpt_model.cpp pins to PyTorch: on nanoGPT's model at L2 H4 C32 V65, the loss
+// and every gradient of one micro-batch, then the weights after 10 AdamW updates with step_size 2
+// and clipping, at T = 16 (the fixtures' weights and batches) and T = 13 (a context no tile
+// divides). Then what the CUDA engine promises on its own: checkpointing changes no bit,
+// accumulation gives the update of one batch, reruns repeat bit for bit, the memory report is the
+// plan, and 16-bit precisions are refused with one clear line. Every check prints what it
+// measured, so a failure on the GPU machine says which check and by how much.
+// Without a GPU (or a CUDA build) the GPU checks skip and say why.
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/compute_engine.hpp"
+#include "model/build_model.hpp"
+#include "model/init_weights.hpp"
+#include "trainbench/error.hpp"
+#include "trainbench/trainer.hpp"
+#include "trainbench/weights.hpp"
+
+#ifdef TRAINBENCH_WITH_CUDA
+#include "backend/cuda/cuda_graph_engine.hpp"
+#endif
+
+using namespace trainbench;
+
+namespace {
+
+const std::string kDir = std::string(TRAINBENCH_FIXTURES_DIR) + "/gpt/";
+constexpr int64_t B = 3;  // samples per micro-batch
+constexpr double kLr = 3e-3;
+
+GptShape shape_with_context(int64_t T, int64_t n_embd = 32, int64_t vocab = 65) {
+    GptShape s;
+    s.n_layer = 2, s.n_head = 4, s.n_embd = n_embd, s.block_size = T, s.vocab = vocab;
+    return s;
+}
+
+EngineSpec gpt_spec(const GptShape& shape, int64_t micro_batch = B, bool checkpointing = false) {
+    EngineSpec spec;
+    spec.model = build_gpt(shape);
+    spec.optimizer.kind = OptimizerKind::adamw;
+    spec.optimizer.lr = kLr;
+    spec.optimizer.beta1 = 0.9;
+    spec.optimizer.beta2 = 0.95;
+    spec.optimizer.weight_decay = 0.1;
+    spec.max_micro_batch = spec.max_eval_batch = micro_batch;
+    spec.threads = 2;
+    spec.gradient_checkpointing = checkpointing;
+    return spec;
+}
+
+// Token windows of T inputs and their T next-token targets, one after another.
+struct Windows {
+    int64_t T = 0;
+    std::vector<int32_t> inputs, targets;
+    int64_t count() const { return static_cast<int64_t>(inputs.size()) / T; }
+};
+
+Windows fixture_windows() {
+    Windows w;
+    w.T = 16;
+    for (const NamedTensor& t : read_safetensors(kDir + "gpt_train.safetensors")) {
+        std::vector<int32_t>* into = t.name == "train.inputs" ? &w.inputs : t.name == "train.targets" ? &w.targets : nullptr;
+        if (into)
+            for (float v : t.data) into->push_back(static_cast<int32_t>(v));
+    }
+    return w;
+}
+
+Windows random_windows(int64_t T, int64_t count, int64_t vocab, uint64_t seed) {
+    Windows w;
+    w.T = T;
+    std::mt19937_64 random(seed);
+    for (int64_t i = 0; i < T * count; ++i) {
+        w.inputs.push_back(static_cast<int32_t>(random() % static_cast<uint64_t>(vocab)));
+        w.targets.push_back(static_cast<int32_t>(random() % static_cast<uint64_t>(vocab)));
+    }
+    return w;
+}
+
+MicroBatch windows_batch(const Windows& w, int64_t first, int64_t count) {
+    MicroBatch batch;
+    batch.tokens = w.inputs.data() + first * w.T;
+    batch.labels = w.targets.data() + first * w.T;
+    batch.count = count;
+    return batch;
+}
+
+struct Trace {
+    std::vector<double> losses, norms;
+    ModelWeights weights;
+};
+
+// Updates as the training loop runs them: the micro-batches of `split` normalised by the
+// update's token count, clipping at 1.0, AdamW.
+Trace train(ComputeEngine& engine, const Windows& w, int updates, const std::vector<int64_t>& split) {
+    Trace trace;
+    int64_t window = 0;
+    int64_t samples = 0;
+    for (int64_t count : split) samples += count;
+    const double tokens = static_cast<double>(samples * w.T);
+    for (int u = 0; u < updates; ++u) {
+        engine.zero_grad();
+        double loss = 0.0;
+        for (int64_t count : split) {
+            loss += engine.forward_backward(windows_batch(w, window % (w.count() - count + 1), count), tokens, 1.0);
+            window += count;
+        }
+        const double norm = std::sqrt(engine.grad_norm_squared());
+        const double clip = 1.0 / (norm + 1e-6);
+        engine.optimizer_step(kLr, clip < 1.0 ? clip : 1.0, u + 1);
+        trace.losses.push_back(loss / tokens);
+        trace.norms.push_back(norm);
+    }
+    trace.weights = engine.weights();
+    return trace;
+}
+
+bool is_alias(const std::string& name) { return name == "lm_head.weight"; }  // wte, tied
+bool is_key_bias(const std::string& name) { return name.find("attn.c_attn.bias") != std::string::npos; }
+
+// The worst tensor of a comparison and by how much.
+struct Worst {
+    double error = 0.0;
+    std::string name;
+    void update(double e, const std::string& n) {
+        if (e > error || name.empty()) error = e, name = n;
+    }
+    QString text() const { return QString("'%1' at %2").arg(QString::fromStdString(name)).arg(error, 0, 'g', 3); }
+};
+
+// max|a - b| / max|b| over [first, end).
+double max_relative(const std::vector<float>& got, const std::vector<float>& want, size_t first, size_t end) {
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = first; i < end; ++i) {
+        diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
+        scale = std::max(scale, std::abs(double(want[i])));
+    }
+    return diff / std::max(scale, 1e-30);
+}
+
+double max_absolute(const std::vector<float>& got, const std::vector<float>& want, size_t first, size_t end) {
+    double diff = 0.0;
+    for (size_t i = first; i < end; ++i) diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
+    return diff;
+}
+
+// ||a - b|| / ||b||.
+double norm_relative(const std::vector<float>& got, const std::vector<float>& want) {
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        diff += std::pow(double(got[i]) - double(want[i]), 2);
+        norm += std::pow(double(want[i]), 2);
+    }
+    return std::sqrt(diff / std::max(norm, 1e-60));
+}
+
+// Per tensor max-relative error. The key third of c_attn.bias is set apart: its gradient is zero
+// in exact arithmetic (softmax ignores a shift of a whole row), so it is rounding noise, which
+// Adam's normalisation turns into updates of either sign; it is held to an absolute bound.
+struct TensorComparison {
+    Worst relative;      // per element: max |a - b| / max |b| per tensor, key biases' key third aside
+    Worst per_tensor;    // ||a - b|| / ||b|| per tensor, key biases' key third aside
+    Worst key_bias_abs;  // the key third of each c_attn.bias
+};
+
+TensorComparison compare_tensors(const ModelWeights& got, const ModelWeights& want) {
+    TensorComparison c;
+    for (const NamedTensor& w : want.tensors) {
+        if (is_alias(w.name)) continue;
+        const NamedTensor* g = got.find(w.name);
+        if (!g || g->data.size() != w.data.size()) {
+            c.relative.update(INFINITY, w.name + " (missing or resized)");
+            continue;
+        }
+        const size_t n = w.data.size();
+        if (is_key_bias(w.name)) {
+            const size_t third = n / 3;
+            c.relative.update(std::max(max_relative(g->data, w.data, 0, third), max_relative(g->data, w.data, 2 * third, n)),
+                              w.name + " (q, v)");
+            std::vector<float> got_qv(g->data), want_qv(w.data);
+            got_qv.erase(got_qv.begin() + third, got_qv.begin() + 2 * third);
+            want_qv.erase(want_qv.begin() + third, want_qv.begin() + 2 * third);
+            c.per_tensor.update(norm_relative(got_qv, want_qv), w.name + " (q, v)");
+            c.key_bias_abs.update(max_absolute(g->data, w.data, third, 2 * third), w.name + " (k)");
+        } else {
+            c.relative.update(max_relative(g->data, w.data, 0, n), w.name);
+            c.per_tensor.update(norm_relative(g->data, w.data), w.name);
+        }
+    }
+    return c;
+}
+
+bool same_bits(const ModelWeights& a, const ModelWeights& b) {
+    if (a.tensors.size() != b.tensors.size()) return false;
+    for (size_t i = 0; i < a.tensors.size(); ++i)
+        if (a.tensors[i].data.size() != b.tensors[i].data.size() ||
+            std::memcmp(a.tensors[i].data.data(), b.tensors[i].data.data(), a.tensors[i].data.size() * 4) != 0)
+            return false;
+    return true;
+}
+
+}  // namespace
+
+// QSKIP returns from the function it is written in, so this is a macro, not a helper.
+#define REQUIRE_GPU()                                                                          \
+    do {                                                                                       \
+        const std::string reason_ = cuda_unavailable_reason();                                 \
+        if (!reason_.empty()) QSKIP(("CUDA graph engine not tested: " + reason_).c_str());     \
+    } while (0)
+
+class TestCudaGraphEngine : public QObject {
+    Q_OBJECT
+private slots:
+#ifndef TRAINBENCH_WITH_CUDA
+    void cuda_graph_engine() { QSKIP(("CUDA graph engine not tested: " + cuda_unavailable_reason()).c_str()); }
+#else
+    // Needs no GPU: the precision is checked before the device.
+    void sixteen_bit_precision_is_refused_with_one_clear_line() {
+        for (Precision precision : {Precision::bf16, Precision::fp16}) {
+            EngineSpec spec = gpt_spec(shape_with_context(16));
+            spec.precision = precision;
+            const std::string want = "--precision " + to_string(precision) + " is not available for " +
+                                     spec.model.summary + " on CUDA yet; use --precision fp32";
+            for (int call = 0; call < 2; ++call) {
+                try {
+                    if (call == 0) plan_cuda_engine_memory(spec);
+                    else make_cuda_engine(spec);
+                    QFAIL(qPrintable(QString("%1: no error for %2").arg(call == 0 ? "plan" : "engine").arg(QString::fromStdString(to_string(precision)))));
+                } catch (const Error& e) {
+                    QCOMPARE(QString(e.what()), QString::fromStdString(want));
+                }
+            }
+        }
+    }
+
+    // Needs no GPU: make_cuda_engine's plan for a GPT is the graph executor's.
+    void gpt_plans_route_to_the_graph_executor() {
+        const EngineSpec spec = gpt_spec(shape_with_context(16));
+        QVERIFY(plan_cuda_engine_memory(spec) == plan_cuda_graph_memory(spec));
+        const BytesByCategory bytes = plan_cuda_graph_memory(spec);
+        QVERIFY(bytes[size_t(MemoryCategory::activations)] > 0);
+        QVERIFY(bytes[size_t(MemoryCategory::optimizer_state)] > bytes[size_t(MemoryCategory::parameters)]);  // AdamW: 2 slots
+    }
+
+    void matches_the_cpu_engine_data() {
+        QTest::addColumn<int>("T");
+        QTest::addColumn<int>("n_embd");
+        QTest::addColumn<int>("vocab");
+        // Weights after the updates: per element (max |a - b| / max |b| per tensor), or per
+        // tensor (||a - b|| / ||b||). Adam's first steps are about lr * sign(g) whatever |g|, so
+        // an element whose gradient is near zero turns a rounding difference into a visible
+        // step; the random inits below have more such elements than the fixture, so they are
+        // held per tensor, while their losses and gradients are held as tightly as the fixture's.
+        QTest::addColumn<bool>("per_element");
+        QTest::newRow("T16 fixtures") << 16 << 32 << 65 << true;
+        QTest::newRow("T13 no tile divides") << 13 << 32 << 65 << true;
+        // Widths no warp or block divides, and a vocabulary of several rows per dwte range.
+        QTest::newRow("T13 C36 V300") << 13 << 36 << 300 << false;
+        // Rows of att longer than a warp (the softmax kernels' lanes loop), T a multiple of nothing.
+        QTest::newRow("T70 C64 V65") << 70 << 64 << 65 << false;
+    }
+    void matches_the_cpu_engine() {
+        REQUIRE_GPU();
+        QFETCH(int, T);
+        QFETCH(int, n_embd);
+        QFETCH(int, vocab);
+        QFETCH(bool, per_element);
+        const GptShape shape = shape_with_context(T, n_embd, vocab);
+        const bool fixtures = T == 16 && n_embd == 32 && vocab == 65;
+        const Windows windows = fixtures ? fixture_windows() : random_windows(T, 60, shape.vocab, 7);
+        const ModelWeights initial =
+            fixtures ? load_weights(kDir + "gpt_weights.safetensors") : init_weights(build_gpt(shape), 11);
+        QVERIFY(windows.count() >= 2 * B);
+
+        // One micro-batch: loss and every gradient.
+        auto cpu = make_cpu_graph_engine(gpt_spec(shape));
+        auto gpu = make_cuda_engine(gpt_spec(shape));
+        cpu->set_weights(initial);
+        gpu->set_weights(initial);
+        const double tokens = double(B * T);
+        cpu->zero_grad();
+        gpu->zero_grad();
+        const double cpu_loss = cpu->forward_backward(windows_batch(windows, 0, B), tokens, 1.0) / tokens;
+        const double gpu_loss = gpu->forward_backward(windows_batch(windows, 0, B), tokens, 1.0) / tokens;
+        const double loss_error = std::abs(gpu_loss - cpu_loss) / std::abs(cpu_loss);
+        qInfo("T=%lld loss: CUDA %.9g, CPU %.9g, relative error %.3g (tolerance 1e-5)", (long long)T, gpu_loss,
+              cpu_loss, loss_error);
+        QVERIFY2(loss_error < 1e-5, qPrintable(QString("T=%1: loss relative error %2 >= 1e-5").arg(T).arg(loss_error)));
+        Worst gradient;
+        const ModelWeights cpu_grads = cpu->gradients();
+        const ModelWeights gpu_grads = gpu->gradients();
+        int compared = 0;
+        for (const NamedTensor& want : cpu_grads.tensors) {
+            if (is_alias(want.name)) continue;
+            const NamedTensor* got = gpu_grads.find(want.name);
+            QVERIFY2(got && got->data.size() == want.data.size(), want.name.c_str());
+            gradient.update(max_relative(got->data, want.data, 0, want.data.size()), want.name);
+            ++compared;
+        }
+        QCOMPARE(compared, 28);
+        qInfo("T=%lld gradients: worst %s (tolerance 1e-4)", (long long)T, qPrintable(gradient.text()));
+        QVERIFY2(gradient.error < 1e-4,
+                 qPrintable(QString("T=%1: gradient relative error, worst %2 >= 1e-4").arg(T).arg(gradient.text())));
+        const EvalTotals cpu_eval = cpu->evaluate(windows_batch(windows, B, B));
+        const EvalTotals gpu_eval = gpu->evaluate(windows_batch(windows, B, B));
+        const double eval_error = std::abs(gpu_eval.loss_sum - cpu_eval.loss_sum) / cpu_eval.loss_sum;
+        qInfo("T=%lld evaluate: loss sum relative error %.3g (tolerance 1e-5), correct %lld vs %lld", (long long)T,
+              eval_error, (long long)gpu_eval.correct, (long long)cpu_eval.correct);
+        QVERIFY2(eval_error < 1e-5, qPrintable(QString("T=%1: evaluate loss relative error %2 >= 1e-5").arg(T).arg(eval_error)));
+        QCOMPARE(gpu_eval.correct, cpu_eval.correct);
+
+        // 10 AdamW updates of two micro-batches each, with clipping.
+        auto cpu_run = make_cpu_graph_engine(gpt_spec(shape));
+        auto gpu_run = make_cuda_engine(gpt_spec(shape));
+        cpu_run->set_weights(initial);
+        gpu_run->set_weights(initial);
+        const Trace want = train(*cpu_run, windows, 10, {B, B});
+        const Trace got = train(*gpu_run, windows, 10, {B, B});
+        double loss_drift = 0.0;
+        for (int u = 0; u < 10; ++u)
+            loss_drift = std::max(loss_drift, std::abs(got.losses[u] - want.losses[u]) / want.losses[u]);
+        const TensorComparison weights = compare_tensors(got.weights, want.weights);
+        const Worst& per_tensor = weights.per_tensor;
+        qInfo("T=%lld after 10 updates: losses worst relative error %.3g (tolerance 1e-4); weights per element worst "
+              "%s%s; per tensor worst %s%s; key bias key third worst absolute %s%s",
+              (long long)T, loss_drift, qPrintable(weights.relative.text()), per_element ? " (tolerance 1e-4)" : "",
+              qPrintable(per_tensor.text()), per_element ? "" : " (tolerance 1e-4)",
+              qPrintable(weights.key_bias_abs.text()), " (tolerance 1e-4)");
+        QVERIFY2(loss_drift < 1e-4, qPrintable(QString("T=%1: update losses relative error %2 >= 1e-4").arg(T).arg(loss_drift)));
+        if (per_element) {
+            QVERIFY2(weights.relative.error < 1e-4,
+                     qPrintable(QString("T=%1: weights after 10 updates, per element worst %2 >= 1e-4")
+                                    .arg(T)
+                                    .arg(weights.relative.text())));
+        } else {
+            QVERIFY2(per_tensor.error < 1e-4, qPrintable(QString("T=%1: weights after 10 updates, per tensor worst %2 >= 1e-4")
+                                                             .arg(T)
+                                                             .arg(per_tensor.text())));
+        }
+        QVERIFY2(weights.key_bias_abs.error < 1e-4,
+                 qPrintable(QString("T=%1: key bias after 10 updates, worst absolute %2 >= 1e-4")
+                                .arg(T)
+                                .arg(weights.key_bias_abs.text())));
+        QVERIFY(!same_bits(initial, got.weights));
+    }
+
+    // Models of features rather than tokens run on the executor too (make_cuda_engine keeps them
+    // on the layer-chain engine; this calls the executor directly): staging, labels, targets.
+    void runs_feature_models_like_the_cpu_graph_engine_data() {
+        QTest::addColumn<int>("classes");  // 0: regression (MSE)
+        QTest::newRow("classification") << 3;
+        QTest::newRow("regression") << 0;
+    }
+    void runs_feature_models_like_the_cpu_graph_engine() {
+        REQUIRE_GPU();
+        QFETCH(int, classes);
+        constexpr int64_t samples = 8, features = 5;
+        EngineSpec spec;
+        spec.model = build_mlp({features, 16, 16, classes > 0 ? classes : 1}, Activation::gelu, classes);
+        spec.optimizer.kind = OptimizerKind::adam;
+        spec.max_micro_batch = spec.max_eval_batch = samples;
+        spec.threads = 1;
+        std::mt19937_64 random(5);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> x(features * samples), targets(samples);
+        std::vector<int32_t> labels(samples);
+        for (float& v : x) v = normal(random);
+        for (int64_t i = 0; i < samples; ++i) {
+            targets[size_t(i)] = normal(random);
+            labels[size_t(i)] = int32_t(random() % 3);
+        }
+        MicroBatch batch;
+        batch.x = x.data();
+        batch.labels = labels.data();
+        batch.targets = targets.data();
+        batch.count = samples;
+        auto cpu = make_cpu_graph_engine(spec);
+        auto gpu = make_cuda_graph_engine(spec);
+        const ModelWeights initial = init_weights(spec.model, 3);
+        cpu->set_weights(initial);
+        gpu->set_weights(initial);
+        double loss_error = 0.0;
+        Worst gradient;
+        for (int update = 1; update <= 3; ++update) {
+            cpu->zero_grad();
+            gpu->zero_grad();
+            const double want = cpu->forward_backward(batch, double(samples), 1.0);
+            const double got = gpu->forward_backward(batch, double(samples), 1.0);
+            loss_error = std::max(loss_error, std::abs(got - want) / std::abs(want));
+            const ModelWeights want_grads = cpu->gradients(), got_grads = gpu->gradients();
+            for (const NamedTensor& w : want_grads.tensors)
+                gradient.update(max_relative(got_grads.find(w.name)->data, w.data, 0, w.data.size()), w.name);
+            cpu->optimizer_step(1e-2, 1.0, update);
+            gpu->optimizer_step(1e-2, 1.0, update);
+        }
+        const TensorComparison weights = compare_tensors(gpu->weights(), cpu->weights());
+        const EvalTotals want_eval = cpu->evaluate(batch), got_eval = gpu->evaluate(batch);
+        const double eval_error = std::abs(got_eval.loss_sum - want_eval.loss_sum) / want_eval.loss_sum;
+        qInfo("MLP %s: losses %.3g, gradients worst %s, weights after 3 updates worst %s, evaluate %.3g",
+              classes ? "classification" : "regression", loss_error, qPrintable(gradient.text()),
+              qPrintable(weights.relative.text()), eval_error);
+        QVERIFY2(loss_error < 1e-5, qPrintable(QString("MLP: loss relative error %1 >= 1e-5").arg(loss_error)));
+        QVERIFY2(gradient.error < 1e-4, qPrintable(QString("MLP: gradients, worst %1 >= 1e-4").arg(gradient.text())));
+        QVERIFY2(weights.relative.error < 1e-4,
+                 qPrintable(QString("MLP: weights after 3 updates, worst %1 >= 1e-4").arg(weights.relative.text())));
+        QVERIFY2(eval_error < 1e-5, qPrintable(QString("MLP: evaluate loss relative error %1 >= 1e-5").arg(eval_error)));
+        QCOMPARE(got_eval.correct, want_eval.correct);
+    }
+
+    void checkpointing_changes_no_bit() {
+        REQUIRE_GPU();
+        const GptShape shape = shape_with_context(16);
+        const Windows windows = fixture_windows();
+        const ModelWeights initial = load_weights(kDir + "gpt_weights.safetensors");
+        Trace traces[2];
+        for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
+            auto engine = make_cuda_engine(gpt_spec(shape, B, checkpointing != 0));
+            engine->set_weights(initial);
+            traces[checkpointing] = train(*engine, windows, 4, {B, B});
+        }
+        const TensorComparison c = compare_tensors(traces[1].weights, traces[0].weights);
+        QVERIFY2(same_bits(traces[1].weights, traces[0].weights),
+                 qPrintable(QString("checkpointing on vs off on CUDA: weights differ after 4 updates, worst %1")
+                                .arg(c.relative.text())));
+        QVERIFY2(traces[1].losses == traces[0].losses, "checkpointing on vs off on CUDA: losses differ");
+    }
+
+    // The same 6 windows per update as one micro-batch or as 3 + 3.
+    void accumulation_gives_the_update_of_one_batch() {
+        REQUIRE_GPU();
+        const GptShape shape = shape_with_context(16);
+        const Windows windows = fixture_windows();
+        const ModelWeights initial = load_weights(kDir + "gpt_weights.safetensors");
+        auto run = [&](std::vector<int64_t> split) {
+            auto engine = make_cuda_engine(gpt_spec(shape, 2 * B));
+            engine->set_weights(initial);
+            return train(*engine, windows, 5, split);
+        };
+        const Trace whole = run({2 * B});
+        const Trace parts = run({B, B});
+        // As test_gpt_model.cpp: ||a - b|| / ||b|| per tensor, key bias aside (rounding noise
+        // magnified by Adam's normalisation).
+        Worst worst;
+        for (const NamedTensor& w : whole.weights.tensors) {
+            if (is_alias(w.name) || is_key_bias(w.name)) continue;
+            worst.update(norm_relative(parts.weights.find(w.name)->data, w.data), w.name);
+        }
+        double loss_error = 0.0;
+        for (int u = 0; u < 5; ++u)
+            loss_error = std::max(loss_error, std::abs(parts.losses[u] - whole.losses[u]) / whole.losses[u]);
+        qInfo("step_size 2 vs 1 on CUDA after 5 updates: weights worst %s, losses %.3g (tolerance 1e-5)",
+              qPrintable(worst.text()), loss_error);
+        QVERIFY2(worst.error < 1e-5, qPrintable(QString("step_size 2 vs 1 on CUDA: weights, worst %1 >= 1e-5").arg(worst.text())));
+        QVERIFY2(loss_error < 1e-5, qPrintable(QString("step_size 2 vs 1 on CUDA: losses %1 >= 1e-5").arg(loss_error)));
+    }
+
+    void identical_runs_give_identical_bits() {
+        REQUIRE_GPU();
+        const GptShape shape = shape_with_context(13);
+        const Windows windows = random_windows(13, 60, shape.vocab, 3);
+        const ModelWeights initial = init_weights(build_gpt(shape), 5);
+        Trace traces[2];
+        for (Trace& trace : traces) {
+            auto engine = make_cuda_engine(gpt_spec(shape));
+            engine->set_weights(initial);
+            trace = train(*engine, windows, 4, {B, B});
+        }
+        QVERIFY2(same_bits(traces[0].weights, traces[1].weights),
+                 qPrintable(QString("two identical CUDA runs: weights differ, worst %1")
+                                .arg(compare_tensors(traces[1].weights, traces[0].weights).relative.text())));
+        QVERIFY2(traces[0].losses == traces[1].losses && traces[0].norms == traces[1].norms,
+                 "two identical CUDA runs: losses or gradient norms differ");
+    }
+
+    void memory_report_after_an_update_equals_the_plan() {
+        REQUIRE_GPU();
+        for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
+            const GptShape shape = shape_with_context(16);
+            const EngineSpec spec = gpt_spec(shape, B, checkpointing != 0);
+            const Windows windows = fixture_windows();
+            auto engine = make_cuda_engine(spec);
+            engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
+            engine->begin_update_timing();
+            engine->zero_grad();
+            engine->forward_backward(windows_batch(windows, 0, B), double(B * 16), 1.0);
+            engine->optimizer_step(kLr, 1.0, 1);
+            engine->end_update_timing_ms();
+            const BytesByCategory planned = plan_cuda_engine_memory(spec);
+            const MemoryReport report = engine->memory();
+            for (int c = 0; c < kMemoryCategoryCount; ++c) {
+                if (c == int(MemoryCategory::cache)) continue;
+                const QString what = QString("checkpointing %1, %2: allocated %3 bytes, planned %4")
+                                         .arg(checkpointing ? "on" : "off")
+                                         .arg(QString::fromUtf8(to_string(MemoryCategory(c)).data(),
+                                                                int(to_string(MemoryCategory(c)).size())))
+                                         .arg(report.peak[size_t(c)])
+                                         .arg(planned[size_t(c)]);
+                QVERIFY2(report.peak[size_t(c)] == planned[size_t(c)], qPrintable(what));
+            }
+        }
+    }
+
+#endif
+};
+
+QTEST_APPLESS_MAIN(TestCudaGraphEngine)
+#include "test_cuda_graph_engine.moc"
