@@ -9,7 +9,7 @@ const char* metrics_csv_header() {
     return "update,epoch,samples_seen,wall_seconds,loss,learning_rate,grad_norm,update_ms,"
            "samples_per_second,batch_samples,loss_scale,skipped,mem_parameters,mem_gradients,"
            "mem_optimizer_state,mem_master_weights,mem_activations,mem_workspace,mem_cache,"
-           "mem_total,mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy,tokens_per_second";
+           "mem_total,mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy,tokens_per_second,mfu";
 }
 
 MetricsCsvWriter::MetricsCsvWriter(const std::string& path) : file_(path) {
@@ -59,6 +59,7 @@ void MetricsCsvWriter::write_pending(const EpochMetrics* epoch) {
     write_optional(out, epoch ? epoch->val_loss : nan);
     write_optional(out, epoch ? epoch->val_accuracy : nan);
     write_optional(out, m.tokens_per_second > 0.0 ? m.tokens_per_second : nan);  // language models only
+    write_optional(out, m.mfu);
     std::fputc('\n', out);
     pending_.reset();
     ++rows_written_;

@@ -28,6 +28,16 @@ std::string format_duration(double seconds) {
     return buffer;
 }
 
+namespace {
+// "  MFU 23.4%", or nothing when the device's peak is unknown.
+std::string mfu_text(const StepMetrics& metrics) {
+    if (!std::isfinite(metrics.mfu)) return {};
+    char text[32];
+    std::snprintf(text, sizeof text, "  MFU %.1f%%", 100.0 * metrics.mfu);
+    return text;
+}
+}  // namespace
+
 ProgressDisplay::ProgressDisplay(std::FILE* out, bool terminal, bool quiet)
     : out_(out), terminal_(terminal), quiet_(quiet) {}
 
@@ -57,6 +67,9 @@ void ProgressDisplay::start(const RunPlan& plan) {
     }
     std::fprintf(out_, "memory plan: %s (%s)\n", format_bytes(plan.planned_total()).c_str(),
                  categories.c_str());
+    if (plan.peak_flops > 0.0)
+        std::fprintf(out_, "MFU: %.3g GFLOP per sample (forward + backward) against the peak of %s\n",
+                     plan.flops_per_sample / 1e9, plan.peak_source.c_str());
     std::fflush(out_);
 }
 
@@ -95,9 +108,9 @@ void ProgressDisplay::draw_bar(const StepMetrics& metrics) {
     // A language model's throughput reads in tokens (samples x context length).
     const double per_sample = metrics.samples_per_second > 0.0 ? metrics.tokens_per_second / metrics.samples_per_second : 0.0;
     const bool tokens = per_sample > 0.0;
-    std::fprintf(out_, "\r[%s] %" PRId64 "/%" PRId64 " epoch %" PRId64 "  loss %.4f  %.0f %s/s  ETA %s\033[K",
+    std::fprintf(out_, "\r[%s] %" PRId64 "/%" PRId64 " epoch %" PRId64 "  loss %.4f  %.0f %s/s%s  ETA %s\033[K",
                  bar, metrics.update, total_updates_, metrics.epoch, metrics.loss,
-                 tokens ? shown_rate_ * per_sample : shown_rate_, tokens ? "tokens" : "samples",
+                 tokens ? shown_rate_ * per_sample : shown_rate_, tokens ? "tokens" : "samples", mfu_text(metrics).c_str(),
                  format_duration(eta_seconds(metrics)).c_str());
     std::fflush(out_);
     bar_shown_ = true;
@@ -105,11 +118,12 @@ void ProgressDisplay::draw_bar(const StepMetrics& metrics) {
 
 void ProgressDisplay::print_line(const StepMetrics& metrics) {
     std::fprintf(out_,
-                 "update %" PRId64 "/%" PRId64 "  epoch %" PRId64 "  loss %.6g  lr %.3g  %.0f %s/s  "
+                 "update %" PRId64 "/%" PRId64 "  epoch %" PRId64 "  loss %.6g  lr %.3g  %.0f %s/s%s  "
                  "elapsed %s  ETA %s\n",
                  metrics.update, total_updates_, metrics.epoch, metrics.loss, metrics.learning_rate,
                  metrics.tokens_per_second > 0.0 ? metrics.tokens_per_second : metrics.samples_per_second,
-                 metrics.tokens_per_second > 0.0 ? "tokens" : "samples", format_duration(metrics.wall_seconds).c_str(),
+                 metrics.tokens_per_second > 0.0 ? "tokens" : "samples", mfu_text(metrics).c_str(),
+                 format_duration(metrics.wall_seconds).c_str(),
                  format_duration(eta_seconds(metrics)).c_str());
     std::fflush(out_);
 }

@@ -22,7 +22,7 @@ const char* kMetricsHeader =
     "update,epoch,samples_seen,wall_seconds,loss,learning_rate,grad_norm,update_ms,"
     "samples_per_second,batch_samples,loss_scale,skipped,mem_parameters,mem_gradients,"
     "mem_optimizer_state,mem_master_weights,mem_activations,mem_workspace,mem_cache,mem_total,"
-    "mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy,tokens_per_second";
+    "mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy,tokens_per_second,mfu";
 
 }  // namespace
 

@@ -137,6 +137,14 @@ private slots:
         QVERIFY(t.result.last_epoch.val_accuracy > 0.3);
         QVERIFY(t.result.last.tokens_per_second > 0.0);
         QCOMPARE(t.result.plan.tokens_per_sample, int64_t{16});
+        // MFU: llm.c's model FLOPs, 6N + 6 L C T per token, against the measured CPU peak.
+        const double N = static_cast<double>(t.result.plan.parameter_count);
+        QCOMPARE(t.result.plan.flops_per_sample, 16.0 * (6.0 * N + 6.0 * 1 * 16 * 16));
+        QVERIFY(t.result.plan.peak_flops > 0.0);
+        QVERIFY(!t.result.plan.peak_source.empty());
+        QVERIFY(std::isfinite(t.result.last.mfu) && t.result.last.mfu > 0.0);
+        QCOMPARE(t.result.last.mfu, t.result.plan.flops_per_sample * t.result.last.samples_per_second /
+                                        t.result.plan.peak_flops);
     }
 
     void accumulation_matches_one_batch_with_a_partial_last_batch() {

@@ -19,6 +19,9 @@ struct StepMetrics {
     double samples_per_second = 0.0;  // this update's samples / update_ms
     int64_t batch_samples = 0;     // samples in this update's global batch
     double tokens_per_second = 0.0;   // language models: samples_per_second * context length; else 0
+    // Model FLOPs utilisation: model FLOPs per second (RunPlan::flops_per_sample x samples/s)
+    // over the device's measured peak; NaN when no peak is known.
+    double mfu = std::numeric_limits<double>::quiet_NaN();
     double loss_scale = 1.0;       // fp16 dynamic loss scale used for this update
     bool skipped = false;          // fp16: gradients overflowed, update skipped
     int64_t skipped_updates = 0;   // running count

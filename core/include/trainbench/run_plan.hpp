@@ -26,6 +26,11 @@ struct RunPlan {
     BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update)
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
+    // MFU's terms: the model's FLOPs per training sample (forward + backward) and the measured
+    // peak of the device (0 when none is known; set when the run starts, train/peak_flops.hpp).
+    double flops_per_sample = 0.0;
+    double peak_flops = 0.0;
+    std::string peak_source;
 };
 
 // Sizes of the micro-batches of one update: contiguous, as even as possible, larger first

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "io/cache_folder.hpp"
 #include "trainbench/error.hpp"
 
 extern char** environ;
@@ -155,21 +156,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-std::string default_kjv_cache_path() {
-    const char* cache_home = std::getenv("XDG_CACHE_HOME");
-    std::filesystem::path folder;
-    if (cache_home && cache_home[0] == '/') {
-        folder = cache_home;
-    } else {
-        const char* home = std::getenv("HOME");
-        if (!home || !home[0]) {
-            throw Error("no folder for the KJV cache: neither XDG_CACHE_HOME nor HOME is set; "
-                        "set one of them");
-        }
-        folder = std::filesystem::path(home) / ".cache";
-    }
-    return (folder / "trainbench" / "kjv.txt").string();
-}
+std::string default_kjv_cache_path() { return (user_cache_folder() / "kjv.txt").string(); }
 
 BibleText kjv_text_from_bible_output(std::string_view output) {
     BibleText bible;

@@ -35,6 +35,11 @@ public:
         const int logits = tensor("logits", T * V);
         op(OpKind::linear, {lnf}, {logits}, {wte}, -1);
         op(OpKind::cross_entropy, {logits}, {}, {}, -1);
+        // llm.c's count: 6 FLOPs per parameter per token (the tied wte/lm_head counted once)
+        // plus causal attention's QK^T and att.V, 6 L C T per token.
+        const auto N = static_cast<double>(m_.parameter_count());
+        const double L = static_cast<double>(s_.n_layer);
+        m_.training_flops_per_sample = static_cast<double>(T) * (6.0 * N + 6.0 * L * double(C) * double(T));
         return m_;
     }
 

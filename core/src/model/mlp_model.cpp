@@ -25,6 +25,7 @@ ModelDesc build_mlp(const std::vector<int64_t>& sizes, Activation activation, in
     m.tensors.push_back({"input", sizes.front(), false});
     for (size_t i = 0; i + 1 < sizes.size(); ++i) {
         const int64_t in = sizes[i], out = sizes[i + 1];
+        m.training_flops_per_sample += 6.0 * static_cast<double>(in * out);
         const float bound = 1.0f / std::sqrt(static_cast<float>(in));
         const std::string prefix = "layers." + std::to_string(i);
         const int weight = static_cast<int>(m.params.size());

@@ -66,6 +66,9 @@ struct ModelDesc {
     int64_t input_per_sample = 0;      // features or tokens
     int64_t loss_terms_per_sample = 1; // targets per sample: 1, or the context length
     int64_t classes = 0;               // logits per loss term (0: regression)
+    // Model FLOPs of one sample's forward and backward pass, the numerator of MFU: GPT,
+    // llm.c's (6N + 6 L C T) per token; MLP, 6 per weight (2 forward, 4 backward).
+    double training_flops_per_sample = 0.0;
     std::vector<ParamDesc> params;     // in state_dict order
     std::vector<TensorDesc> tensors;
     std::vector<OpDesc> ops;

@@ -97,6 +97,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     const auto spec = make_engine_spec(config, data, plan.micro_batch);
     plan.model_summary = spec.model.summary;
     plan.parameter_count = spec.model.parameter_count();
+    plan.flops_per_sample = spec.model.training_flops_per_sample;
     plan.planned_bytes = plan_engine_memory(config, spec);
     if (data.train.count == 0) throw Error("data set '" + data.name + "' has no training rows");
     return plan;

@@ -13,6 +13,7 @@
 #include "train/checkpoint.hpp"
 #include "train/engine_factory.hpp"
 #include "train/micro_batch_stream.hpp"
+#include "train/peak_flops.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
 
@@ -73,6 +74,9 @@ private:
         config_.step_size = result_.plan.step_size;  // --auto-fit may have raised it
         spec_ = make_engine_spec(config_, *data_, result_.plan.micro_batch);
         engine_ = make_engine(config_, spec_);
+        const MeasuredPeak peak = device_peak_flops(config_);
+        result_.plan.peak_flops = peak.flops_per_second;
+        result_.plan.peak_source = peak.source;
 
         if (!config_.resume_dir.empty()) {
             state_ = read_checkpoint(config_.resume_dir, *engine_, spec_.model);
@@ -223,6 +227,8 @@ private:
             m.batch_samples = samples;
             if (data_->task == Task::language_model)
                 m.tokens_per_second = m.samples_per_second * static_cast<double>(data_->features);
+            if (result_.plan.peak_flops > 0.0)
+                m.mfu = result_.plan.flops_per_sample * m.samples_per_second / result_.plan.peak_flops;
             m.loss_scale = scale;
             m.skipped = skipped;
             m.skipped_updates = state_.skipped_updates;

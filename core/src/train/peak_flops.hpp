@@ -1,0 +1,21 @@
+#pragma once
+// The device peak that MFU (model FLOPs utilisation) divides by: measured on this machine,
+// never a data-sheet number. On the CPU it is the engine's own fp32 matrix product at the
+// run's thread count (its 16-bit runs multiply in fp32 too), measured once and cached in the
+// user's cache folder (peak_flops.tsv, one line per CPU model, thread count and vector ISA
+// of the build), so later runs start at once.
+#include <string>
+
+#include "trainbench/run_config.hpp"
+
+namespace trainbench {
+
+struct MeasuredPeak {
+    double flops_per_second = 0.0;  // 0: no peak for this device (MFU is then not reported)
+    std::string source;             // how it was obtained, for display
+};
+
+// Call after the run's engine exists (it sizes the CPU worker team the measurement uses).
+MeasuredPeak device_peak_flops(const RunConfig& config);
+
+}  // namespace trainbench
