@@ -232,6 +232,33 @@ private slots:
         EXPECT_ERROR_CONTAINS(run(wider), "--n-embd");
     }
 
+    // What the techniques are for: on a GPT (L6 C256 T256) checkpointing at least halves the
+    // planned activations, and step_size 4 quarters them at the same global batch.
+    void techniques_cut_the_planned_activations() {
+        RunConfig c = small_gpt();
+        c.n_layer = 6;
+        c.n_head = 4;
+        c.n_embd = 256;
+        c.block_size = 256;
+        c.batch_size = 16;
+        c.step_size = 1;
+        const auto data = std::make_shared<const Dataset>(load_dataset(c.dataset, data_options_for(c)));
+        auto activations = [&](const RunConfig& config) {
+            return plan_run(config, *data).planned_bytes[static_cast<size_t>(MemoryCategory::activations)];
+        };
+        const double base = static_cast<double>(activations(c));
+        RunConfig checkpointed = c;
+        checkpointed.gradient_checkpointing = true;
+        RunConfig accumulated = c;
+        accumulated.step_size = 4;
+        const double ckpt_ratio = static_cast<double>(activations(checkpointed)) / base;
+        const double step_ratio = static_cast<double>(activations(accumulated)) / base;
+        qInfo("activations planned: %.1f MiB; checkpointing x%.3f, step_size 4 x%.3f", base / 1048576.0, ckpt_ratio,
+              step_ratio);
+        QVERIFY2(ckpt_ratio <= 0.5, qPrintable(QString("checkpointing keeps %1 of the activations").arg(ckpt_ratio)));
+        QVERIFY2(step_ratio <= 0.25 + 1e-9, qPrintable(QString("step_size 4 keeps %1 of the activations").arg(step_ratio)));
+    }
+
     void model_and_data_must_match() {
         RunConfig c = small_gpt();
         c.dataset = "spirals";

@@ -1,6 +1,7 @@
 // "No heap allocation in the steady-state training step": this executable interposes the C
 // allocator and counts calls made while updates run, after the first few (which fill the
 // arena's cache). The observer and the loop itself must not allocate either.
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <atomic>
@@ -52,6 +53,53 @@ private slots:
         };
         const RunResult result = train(config, observer, nullptr, data);
         QCOMPARE(result.reason, StopReason::max_steps);
+        QVERIFY2(during == 0, qPrintable(QString("%1 allocations during 30 updates").arg(during)));
+    }
+
+    // A GPT on a text: token windows through the loader, attention, LayerNorm, embedding and
+    // the --eval-every evaluations inside the counted updates.
+    void gpt_updates_do_not_allocate_data() {
+        QTest::addColumn<bool>("checkpointing");
+        QTest::addColumn<int>("prefetch");
+        QTest::newRow("fp32") << false << 0;
+        QTest::newRow("checkpointing-prefetch") << true << 2;
+    }
+    void gpt_updates_do_not_allocate() {
+        QFETCH(bool, checkpointing);
+        QFETCH(int, prefetch);
+        QTemporaryDir folder;
+        QVERIFY(folder.isValid());
+        QFile text(folder.filePath("text.txt"));
+        QVERIFY(text.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 1000; ++i) text.write("And God said, Let there be light: and there was light.\n");
+        text.close();
+        RunConfig config = default_config(ModelFamily::gpt);
+        config.dataset = "text:" + text.fileName().toStdString();
+        config.n_layer = 2;
+        config.n_embd = 64;
+        config.block_size = 32;
+        config.batch_size = 16;
+        config.step_size = 2;
+        config.max_steps = 40;
+        config.threads = 2;
+        config.eval_every = 10;
+        config.eval_samples = 16;
+        config.gradient_checkpointing = checkpointing;
+        config.prefetch = prefetch;
+        long during = 0;
+        Observer observer;
+        observer.on_update = [&](const StepMetrics& m) {
+            if (m.update == 5) {
+                allocations = 0;
+                counting = true;
+            }
+            if (m.update == 35) {
+                counting = false;
+                during = allocations.load();
+            }
+        };
+        const RunResult result = train(config, observer);
+        QVERIFY2(result.reason == StopReason::max_steps, result.message.c_str());
         QVERIFY2(during == 0, qPrintable(QString("%1 allocations during 30 updates").arg(during)));
     }
 };
