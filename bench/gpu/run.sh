@@ -12,6 +12,9 @@
 #             fixtures, T 13, T 70, odd widths) on the CUDA graph executor vs the CPU one (loss,
 #             every gradient, evaluation, 10 AdamW updates), MLPs on it too, checkpointing and
 #             reruns bit-identical, accumulation, plan == allocation, bf16/fp16 refused
+#   gptcheck  a GPT through the CLI on text made from this repository's docs (L2 H4 C64 T64,
+#             batch 16, 30 AdamW updates, fp32): CUDA vs CPU (losses and final weights < 1e-4
+#             rel.), checkpointing vs not on CUDA (identical bits), step_size 4 vs 1 (< 1e-5)
 #   check     whole runs through the CLI: fp32 CUDA vs CPU over 50 updates (losses and final
 #             weights < 1e-4 rel.), bf16/fp16 against the CPU engine's own 16-bit and fp32
 #             runs, accumulation, preload, checkpointing, a checkpoint resumed on the GPU and
@@ -21,6 +24,9 @@
 #   products  the engine's own cuBLASLt products: 8192^3 and one MLP update's products
 #   speed     784-4096-4096-4096-10, batch 4096, fp32/bf16/fp16 (trainbench), with the memory
 #             plan, the allocator's figures and cudaMemGetInfo
+#   gptspeed  GPT L6 H6 C384 T256 (nanoGPT's shakespeare_char), batch 64, fp32, 30 updates
+#             (GPT_SPEED_UPDATES): trainbench against bench/torch_gpt_throughput.py, PyTorch
+#             eager and torch.compile (unless TORCH_COMPILE=0), on the same text and GPU
 #   techniques  trainbench-cli compare --device cuda on a model of that size
 #   torch     the same in PyTorch eager (and torch.compile unless TORCH_COMPILE=0), its memory,
 #             and the measured bf16 GEMM peak
@@ -44,7 +50,7 @@ python="$(command -v python3)"
 cli="$build/app/trainbench-cli"
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(build tests gpt check sanitize products speed techniques torch summary)
+[ ${#stages[@]} -gt 0 ] || stages=(build tests gpt gptcheck check sanitize products speed gptspeed techniques torch summary)
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 # A call that builds starts a new round of checks; later calls on the same machine add to it.
 if wants build; then : > "$work/checks.txt"; : > "$work/information.txt"; else touch "$work/checks.txt" "$work/information.txt"; fi
@@ -156,6 +162,13 @@ compare_line() {
 }
 compare() { record "$(compare_line "$@")"; }
 report() { echo "$*" | tee -a "$work/information.txt"; }  # measured, neither pass nor fail
+# The GPT stages' text: the GPU machine has no network and no KJV, so this repository's own
+# documentation (about 70 KB; the byte vocabulary of whatever it holds). gpt_text_x10.txt repeats
+# it ten times, so that gptspeed's 30 updates of 64 windows of 257 tokens stay in one epoch.
+gpt_text() {
+  cat "$root/README.md" "$root"/docs/*.md > "$work/gpt_text.txt"
+  for _ in 1 2 3 4 5 6 7 8 9 10; do cat "$work/gpt_text.txt"; done > "$work/gpt_text_x10.txt"
+}
 
 if wants tests; then
   step "tests: tests/core/test_cuda_engine.cpp on the GPU"
@@ -191,6 +204,25 @@ if wants gpt; then
   else
     record "FAIL Qt Test suite core/test_cuda_graph_engine: not built (no Qt 6 Test in .deps)"
   fi
+fi
+
+if wants gptcheck; then
+  step "gptcheck: a GPT through the CLI, CUDA vs CPU"
+  gpt_text
+  # The GPT recipe's defaults (AdamW with nanoGPT's groups, betas 0.9/0.95, weight decay 0.1,
+  # clip 1.0, warmup and cosine lr), validation every 10 updates so that compare_runs.py also
+  # checks the evaluation path.
+  gpt=(--model gpt --dataset "text:$work/gpt_text.txt" --n-layer 2 --n-head 4 --n-embd 64 --block-size 64
+       --batch-size 16 --max-steps 30 --precision fp32 --eval-every 10 --eval-samples 64)
+  train gpt_cpu "${gpt[@]}" --step-size 2 --device cpu --threads "$jobs"
+  train gpt_cuda "${gpt[@]}" --step-size 2 --device cuda
+  compare "GPT L2 H4 C64 T64 fp32 CUDA vs CPU (AdamW, step_size 2, 30 updates)" gpt_cpu gpt_cuda 1e-4 1e-4
+  train gpt_cuda_checkpointed "${gpt[@]}" --step-size 2 --device cuda --gradient-checkpointing
+  compare "GPT --gradient-checkpointing vs keeping activations on CUDA (identical bits)" \
+    gpt_cuda gpt_cuda_checkpointed exact
+  train gpt_cuda_step1 "${gpt[@]}" --step-size 1 --device cuda
+  train gpt_cuda_step4 "${gpt[@]}" --step-size 4 --device cuda
+  compare "GPT accumulation on CUDA: step_size 4 vs 1 (fp32)" gpt_cuda_step1 gpt_cuda_step4 1e-5 1e-5
 fi
 
 if wants check; then
@@ -337,6 +369,36 @@ if wants speed; then
   done
 fi
 
+if wants gptspeed; then
+  step "gptspeed: GPT L6 H6 C384 T256 on the GPU, trainbench and PyTorch"
+  rm -f "$work"/gptspeed_*  # an earlier call's figures (e.g. torch.compile's) must not show as this one's
+  gpt_text
+  # nanoGPT's shakespeare_char config (dropout 0 here), one micro-batch per update, fp32 on both
+  # sides (PyTorch with TF32 off, as trainbench's fp32), the same windows in the same order.
+  # Both gather each micro-batch inline (trainbench's default --prefetch 0, PyTorch as nanoGPT).
+  gpt_updates="${GPT_SPEED_UPDATES:-30}"
+  gpt_shape=(--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 64 --step-size 1)
+  gpt_data="text:$work/gpt_text_x10.txt"
+  "$cli" train --model gpt --dataset "$gpt_data" "${gpt_shape[@]}" --optimizer adamw --lr 1e-3 \
+    --schedule constant --warmup-steps 0 --precision fp32 --device cuda --no-shuffle --seed 1 \
+    --max-steps "$gpt_updates" --metrics-out "$work/gptspeed_trainbench.csv" > "$work/gptspeed_trainbench.log" 2>&1 \
+    || record "FAIL gptspeed run trainbench: $(tail -1 "$work/gptspeed_trainbench.log")"
+  grep -E "^(plan|memory plan|peak memory)" "$work/gptspeed_trainbench.log"
+  torch_gpt=("$python" "$root/bench/torch_gpt_throughput.py" --device cuda --dataset "$gpt_data" "${gpt_shape[@]}"
+             --lr 1e-3 --precision fp32 --seed 1 --updates "$gpt_updates" --warmup 5)
+  variants=(eager)
+  [ "${TORCH_COMPILE:-1}" = "0" ] || variants+=(compile)
+  for variant in "${variants[@]}"; do
+    flag=()
+    [ "$variant" = compile ] && flag=(--compile)
+    # torch.compile's first compilation can take minutes: past TORCH_TIMEOUT seconds it stops.
+    timeout "${TORCH_TIMEOUT:-300}" "${torch_gpt[@]}" ${flag[@]+"${flag[@]}"} \
+      --out "$work/gptspeed_torch_$variant.json" > /dev/null 2> "$work/gptspeed_torch_$variant.log" \
+      || report "gptspeed: PyTorch $variant failed (exit $?): $(tail -1 "$work/gptspeed_torch_$variant.log")"
+  done
+  report "$("$python" "$here/summarize.py" --out "$work" --gpt-speed-line)"
+fi
+
 if wants techniques; then
   step "techniques: trainbench-cli compare on the GPU"
   # The workbench's own question, on a model the size of the speed runs: what each technique
@@ -371,5 +433,5 @@ if [ -n "${OUT:-}" ]; then
     [ -e "$work/$f" ] && cp "$work/$f" "$OUT/"
   done
   (cd "$work" && tar czf "$OUT/logs.tar.gz" --exclude='*.safetensors' --exclude='random-idx' \
-    --exclude='relu_checkpoint_*' --exclude='resume_checkpoints' --exclude='*.tar.gz' .) || true
+    --exclude='relu_checkpoint_*' --exclude='resume_checkpoints' --exclude='gpt_text*' --exclude='*.tar.gz' .) || true
 fi

@@ -53,11 +53,87 @@ def trainbench_run(out, name, skip):
     return run
 
 
+def gpt_speed(out, skip):
+    """The gptspeed stage's figures: trainbench's run (median update_ms after `skip` updates, its
+    allocator's peak) and PyTorch's (torch_gpt_throughput.py's JSON, eager and compiled); None
+    when the stage did not run."""
+    try:
+        with open(f"{out}/gptspeed_trainbench.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        rows = None
+    eager, compiled = load_json(f"{out}/gptspeed_torch_eager.json"), load_json(f"{out}/gptspeed_torch_compile.json")
+    if rows is None and eager is None:
+        return None
+    ours = None
+    timed = (rows or [])[skip:]
+    if timed:
+        update_ms = statistics.median(float(r["update_ms"]) for r in timed)
+        first = timed[0]
+        tokens_per_sample = round(float(first["tokens_per_second"]) / float(first["samples_per_second"]))
+        tokens = int(first["batch_samples"]) * tokens_per_sample
+        ours = {"update_ms": update_ms, "tokens_per_update": tokens, "tokens_per_second": tokens / (update_ms / 1e3),
+                "updates_measured": len(timed), "peak_bytes": max(int(r["mem_peak_total"]) for r in rows),
+                "last_loss": float(rows[-1]["loss"])}
+        match = re.search(r"^plan: (.*)$", "\n".join(read_lines(f"{out}/gptspeed_trainbench.log")), re.M)
+        ours["plan"] = match.group(1) if match else "n/a"
+    flops = next((r["flops_per_token"] for r in (eager, compiled) if r and "flops_per_token" in r), None)
+    return {"trainbench": ours, "eager": eager, "compile": compiled, "flops_per_token": flops}
+
+
+def gpt_speed_line(g):
+    """One line for run.sh's report: trainbench against PyTorch eager and compiled."""
+    ours = g["trainbench"]
+    parts = [f"trainbench {ours['update_ms']:.2f} ms/update, {ours['tokens_per_second']:,.0f} tokens/s"
+             if ours else "trainbench failed"]
+    for label, r in (("torch eager", g["eager"]), ("torch.compile", g["compile"])):
+        if r and "ms_per_update" in r:
+            ratio = f", trainbench / it {r['ms_per_update'] / ours['update_ms']:.2f}x" if ours else ""
+            parts.append(f"{label} {r['ms_per_update']:.2f} ms ({r['tokens_per_second']:,.0f} tokens/s{ratio})")
+        elif r:
+            parts.append(f"{label} n/a ({r.get('error', '?')[:80]})")
+    return "GPT L6 H6 C384 T256, batch 64, fp32, on the GPU: " + "; ".join(parts)
+
+
+def gpt_speed_table(g):
+    flops = g["flops_per_token"]
+    lines = ["", "GPT L6 H6 C384 T256 (nanoGPT's shakespeare_char, dropout 0), batch 64, step_size 1, fp32 "
+             "(TF32 off), AdamW, on text from the repository's docs; median update time after 5 updates"
+             + (f"; model FLOPs {flops / 1e6:.1f} M per token (6N + 6LCT)" if flops else "") + ":", "",
+             "| run | ms/update | tokens/s | model TFLOP/s | trainbench / this | peak memory (MiB) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    ours = g["trainbench"]
+    rows = [("trainbench", ours and {"ms": ours["update_ms"], "tokens": ours["tokens_per_second"],
+                                     "memory": ours["peak_bytes"]})]
+    for label, r in (("PyTorch eager", g["eager"]), ("torch.compile", g["compile"])):
+        if r is None:
+            continue
+        rows.append((label, {"ms": r["ms_per_update"], "tokens": r["tokens_per_second"],
+                             "memory": r.get("max_memory_allocated_bytes", 0)} if "ms_per_update" in r
+                     else {"error": r.get("error", "failed")}))
+    for label, r in rows:
+        if not r or "error" in r:
+            lines.append(f"| {label} | n/a{' (' + r['error'][:60] + ')' if r else ''} | | | | |")
+            continue
+        tflops = f"{flops * r['tokens'] / 1e12:.1f}" if flops else ""
+        ratio = f"{r['ms'] / ours['update_ms']:.2f}x" if ours else ""
+        lines.append(f"| {label} | {r['ms']:.2f} | {r['tokens']:,.0f} | {tflops} | {ratio} | {r['memory'] / MIB:,.0f} |")
+    if ours:
+        lines += ["", f"trainbench's plan: `{ours['plan']}`; PyTorch's memory is `max_memory_allocated`."]
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--skip", type=int, default=5, help="warm-up updates left out")
+    parser.add_argument("--gpt-speed-line", action="store_true",
+                        help="print only the one-line result of the gptspeed stage (for run.sh's report)")
     args = parser.parse_args()
+    if args.gpt_speed_line:
+        g = gpt_speed(args.out, args.skip)
+        print(gpt_speed_line(g) if g else "gptspeed: no results")
+        return
     torch_results = load_json(f"{args.out}/torch.json") or {
         "device": "unknown (no torch.json)", "torch": "n/a", "eager": {}, "compile": {},
         "bf16_gemm_peak_tflops": float("nan")}
@@ -97,6 +173,11 @@ def main():
         ratio = f"{eager['update_ms'] / ours['update_ms']:.2f}x" if "update_ms" in eager else ""
         lines.append(f"| {precision} | {step_size} | {ours['update_ms']:.2f} | {ours['samples_per_second']:,.0f} | "
                      f"{tflops:.0f} | {100 * tflops / peak:.0f}% | {eager_text} | {ratio} | {compiled_text} |")
+
+    gpt = gpt_speed(args.out, args.skip)
+    summary["gpt_speed"] = gpt
+    if gpt:
+        lines += gpt_speed_table(gpt)
 
     if products:
         lines += ["", "The engine's products alone (GemmRunner over cuBLASLt, one update's forward, dW and dX "
