@@ -3,7 +3,8 @@
 // loss and every gradient of one micro-batch, then loss, gradient norm and weights over 10 AdamW
 // updates with step_size 2 and clipping. Then what the engine promises beyond PyTorch:
 // accumulation and checkpointing change nothing, reruns are bit-identical, the plan is the
-// allocation, and the steady state allocates nothing.
+// allocation, and the steady state allocates nothing. And mixed precision: bf16 and fp16
+// follow fp32's losses within their rounding and halve the activations.
 #include <QtTest>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <map>
 
 #include "backend/compute_engine.hpp"
+#include "core/allocation_counter.hpp"
 #include "model/build_model.hpp"
 #include "model/init_weights.hpp"
 #include "trainbench/weights.hpp"
@@ -21,6 +23,14 @@ namespace {
 
 const std::string kDir = std::string(TRAINBENCH_FIXTURES_DIR) + "/gpt/";
 constexpr int64_t B = 3, T = 16;
+// Largest relative difference of a 16-bit run's loss to fp32's over 10 fixture updates: one unit
+// roundoff of the format, 2^-9 for bf16 (8 significant bits) and 2^-12 for fp16 (11 bits). The
+// activations and products' operands are rounded at every op, but the errors are independent
+// and the loss averages 96 terms, so the loss stays well inside one rounding of itself
+// (measured with AVX2 products: bf16 2.5e-4, fp16 2.6e-5, about 8x inside), while a 16-bit
+// path that lost a scale or a gradient would be off by far more.
+constexpr double kBf16LossTolerance = 0x1p-9;
+constexpr double kFp16LossTolerance = 0x1p-12;
 
 std::map<std::string, NamedTensor> read_all(const std::string& file) {
     std::map<std::string, NamedTensor> out;
@@ -34,8 +44,10 @@ GptShape fixture_shape() {
     return s;
 }
 
-EngineSpec fixture_spec(int threads = 2, bool checkpointing = false, int64_t micro_batch = B) {
+EngineSpec fixture_spec(int threads = 2, bool checkpointing = false, int64_t micro_batch = B,
+                        Precision precision = Precision::fp32) {
     EngineSpec spec;
+    spec.precision = precision;
     spec.model = build_gpt(fixture_shape());
     spec.optimizer.kind = OptimizerKind::adamw;
     spec.optimizer.lr = 3e-3;
@@ -93,8 +105,9 @@ struct Trace {
 };
 
 // Updates as the training loop runs them: step_size micro-batches normalised by the update's
-// token count, clipping at 1.0, AdamW.
-Trace train_fixture(ComputeEngine& engine, int updates, const std::vector<int64_t>& split) {
+// token count, clipping at 1.0, AdamW; the gradients multiplied by loss_scale and the norm and
+// the update divided by it again, as for fp16.
+Trace train_fixture(ComputeEngine& engine, int updates, const std::vector<int64_t>& split, double loss_scale = 1.0) {
     const auto train = read_all("gpt_train.safetensors");
     const NamedTensor& inputs = train.at("train.inputs");
     const NamedTensor& targets = train.at("train.targets");
@@ -111,12 +124,12 @@ Trace train_fixture(ComputeEngine& engine, int updates, const std::vector<int64_
             batch.tokens = x.data();
             batch.labels = y.data();
             batch.count = count;
-            loss += engine.forward_backward(batch, tokens, 1.0);
+            loss += engine.forward_backward(batch, tokens, loss_scale);
             window += count;
         }
-        const double norm = std::sqrt(engine.grad_norm_squared());
+        const double norm = std::sqrt(engine.grad_norm_squared()) / loss_scale;
         const double clip = 1.0 / (norm + 1e-6);
-        engine.optimizer_step(3e-3, clip < 1.0 ? clip : 1.0, u + 1);
+        engine.optimizer_step(3e-3, (clip < 1.0 ? clip : 1.0) / loss_scale, u + 1);
         trace.losses.push_back(loss / tokens);
         trace.norms.push_back(norm);
     }
@@ -217,10 +230,12 @@ private slots:
     }
 
     // (Across thread counts the products' blocking differs, so bits may too: not promised.)
+    void checkpointing_changes_no_bit_and_reruns_repeat_data() { precision_rows(); }
     void checkpointing_changes_no_bit_and_reruns_repeat() {
+        QFETCH(int, precision);
         const ModelWeights initial = load_weights(kDir + "gpt_weights.safetensors");
         auto run = [&](int threads, bool checkpointing) {
-            auto engine = make_cpu_engine(fixture_spec(threads, checkpointing));
+            auto engine = make_cpu_engine(fixture_spec(threads, checkpointing, B, Precision(precision)));
             engine->set_weights(initial);
             return train_fixture(*engine, 4, {B, B}).weights;
         };
@@ -230,12 +245,14 @@ private slots:
         QVERIFY(!same_bits(initial, plain));
     }
 
+    void memory_plan_equals_the_allocation_and_checkpointing_lowers_activations_data() { precision_rows(); }
     void memory_plan_equals_the_allocation_and_checkpointing_lowers_activations() {
+        QFETCH(int, precision);
         GptShape shape;
         shape.n_layer = 6, shape.n_head = 4, shape.n_embd = 64, shape.block_size = 64, shape.vocab = 65;
         BytesByCategory peaks[2];
         for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
-            EngineSpec spec = fixture_spec(2, checkpointing != 0, 4);
+            EngineSpec spec = fixture_spec(2, checkpointing != 0, 4, Precision(precision));
             spec.model = build_gpt(shape);
             auto engine = make_cpu_engine(spec);
             engine->set_weights(init_weights(spec.model, 1));
@@ -260,6 +277,111 @@ private slots:
         const int64_t plain = peaks[0][size_t(MemoryCategory::activations)];
         const int64_t checkpointed = peaks[1][size_t(MemoryCategory::activations)];
         QVERIFY2(checkpointed * 2 <= plain, qPrintable(QString("%1 vs %2").arg(checkpointed).arg(plain)));
+        // 16-bit runs: fp32 master weights beside the 16-bit working copy.
+        const int64_t working = peaks[0][size_t(MemoryCategory::parameters)];
+        const int64_t master = peaks[0][size_t(MemoryCategory::master_weights)];
+        if (Precision(precision) == Precision::fp32) QCOMPARE(master, int64_t{0});
+        else QVERIFY(std::abs(master - 2 * working) <= 64);  // one allocation's alignment
+    }
+
+    // 10 updates of the fixture in 16 bits against fp32, within the tolerances above. fp16 runs
+    // with the trainer's initial loss scale, 65536, and must not overflow.
+    void sixteen_bit_losses_follow_fp32_data() {
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<double>("loss_scale");
+        QTest::addColumn<double>("tolerance");
+        QTest::newRow("bf16") << int(Precision::bf16) << 1.0 << kBf16LossTolerance;
+        QTest::newRow("fp16") << int(Precision::fp16) << 65536.0 << kFp16LossTolerance;
+    }
+    void sixteen_bit_losses_follow_fp32() {
+        QFETCH(int, precision);
+        QFETCH(double, loss_scale);
+        QFETCH(double, tolerance);
+        const ModelWeights initial = load_weights(kDir + "gpt_weights.safetensors");
+        auto run = [&](Precision p, double scale) {
+            auto engine = make_cpu_engine(fixture_spec(2, false, B, p));
+            engine->set_weights(initial);
+            return train_fixture(*engine, 10, {B, B}, scale);
+        };
+        const Trace fp32 = run(Precision::fp32, 1.0);
+        const Trace half = run(Precision(precision), loss_scale);
+        double worst = 0.0;
+        for (int u = 0; u < 10; ++u) {
+            QVERIFY(std::isfinite(half.norms[u]));
+            worst = std::max(worst, std::abs(half.losses[u] - fp32.losses[u]) / fp32.losses[u]);
+        }
+        qInfo("largest relative loss difference to fp32: %.3g (tolerance %.3g)", worst, tolerance);
+        QVERIFY2(worst < tolerance, qPrintable(QString::number(worst)));
+        QVERIFY(worst > 0.0);  // it did run in 16 bits
+        QVERIFY(fp32.losses.back() < fp32.losses.front() && half.losses.back() < half.losses.front());
+    }
+
+    // The example GPT (L6 C256 T256): 16-bit storage halves the planned activations, with
+    // and without checkpointing ("bf16 halves it again"). Only the int32 tokens and LayerNorm's
+    // fp32 statistics keep their size.
+    void sixteen_bit_halves_the_planned_activations() {
+        GptShape shape;
+        shape.n_layer = 6, shape.n_head = 8, shape.n_embd = 256, shape.block_size = 256, shape.vocab = 65;
+        for (bool checkpointing : {false, true}) {
+            auto activations = [&](Precision p) {
+                EngineSpec spec = fixture_spec(2, checkpointing, 8, p);
+                spec.model = build_gpt(shape);
+                return plan_cpu_engine_memory(spec)[size_t(MemoryCategory::activations)];
+            };
+            const int64_t fp32 = activations(Precision::fp32);
+            for (Precision p : {Precision::bf16, Precision::fp16}) {
+                const double ratio = double(activations(p)) / double(fp32);
+                qInfo("%s%s: activations %.3f of fp32's %lld bytes", to_string(p).c_str(),
+                      checkpointing ? " + checkpointing" : "", ratio, static_cast<long long>(fp32));
+                QVERIFY2(ratio > 0.5 && ratio < 0.51, qPrintable(QString::number(ratio)));
+            }
+        }
+    }
+
+    // After two warm-up updates (which fill the arena's cache) an update allocates nothing, in
+    // every precision, checkpointed or not.
+    void updates_do_not_allocate_data() {
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<bool>("checkpointing");
+        for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16})
+            for (bool checkpointing : {false, true})
+                QTest::newRow(qPrintable(QString::fromStdString(to_string(p)) + (checkpointing ? "-checkpointing" : "")))
+                    << int(p) << checkpointing;
+    }
+    void updates_do_not_allocate() {
+        QFETCH(int, precision);
+        QFETCH(bool, checkpointing);
+        auto engine = make_cpu_engine(fixture_spec(2, checkpointing, B, Precision(precision)));
+        engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
+        train_fixture(*engine, 2, {B, B});
+        const auto train = read_all("gpt_train.safetensors");
+        const auto x = ids(train.at("train.inputs"), 0, B * T);
+        const auto y = ids(train.at("train.targets"), 0, B * T);
+        MicroBatch batch;
+        batch.tokens = x.data();
+        batch.labels = y.data();
+        batch.count = B;
+        allocations = 0;
+        counting = true;
+        for (int u = 0; u < 3; ++u) {
+            engine->begin_update_timing();
+            engine->zero_grad();
+            engine->forward_backward(batch, double(B * T), 1.0);
+            engine->forward_backward(batch, double(B * T), 1.0);
+            engine->grad_norm_squared();
+            engine->optimizer_step(1e-3, 1.0, 3 + u);
+            engine->evaluate(batch);
+            engine->end_update_timing_ms();
+        }
+        counting = false;
+        QCOMPARE(allocations.load(), 0L);
+    }
+
+private:
+    static void precision_rows() {
+        QTest::addColumn<int>("precision");
+        for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16})
+            QTest::newRow(to_string(p).c_str()) << int(p);
     }
 };
 

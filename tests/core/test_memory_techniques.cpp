@@ -57,6 +57,22 @@ private slots:
         }
     }
 
+    // ReLU, tanh and sigmoid run in place (their backward reads only the output), so an MLP
+    // holds one buffer per layer: input, each hidden layer, logits. GELU keeps its input too.
+    void mlp_activations_are_one_buffer_per_layer() {
+        const auto data = spirals();
+        RunConfig config = small_config();  // 2 features, 64-64-64, 3 classes, micro-batch 16
+        for (Activation activation : {Activation::relu, Activation::tanh, Activation::sigmoid, Activation::gelu}) {
+            config.activation = activation;
+            const auto planned = plan_run(config, *data).planned_bytes[static_cast<size_t>(MemoryCategory::activations)];
+            const int64_t floats = 16 * (2 + 64 + 64 + 64 + 3) + (activation == Activation::gelu ? 16 * 3 * 64 : 0);
+            // Each buffer is rounded up to the arena's 64-byte granule.
+            QVERIFY2(planned >= floats * 4 && planned < floats * 4 + 64 * 8,
+                     qPrintable(QString("%1: %2 bytes planned for %3 floats").arg(QString::fromStdString(to_string(activation)))
+                                    .arg(planned).arg(floats)));
+        }
+    }
+
     void sixteen_bit_keeps_fp32_master_weights() {
         RunConfig config = small_config();
         config.precision = Precision::bf16;

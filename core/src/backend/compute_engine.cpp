@@ -6,4 +6,8 @@ namespace trainbench {
 
 ModelWeights ComputeEngine::gradients() const { throw Error("this engine does not read its gradients back"); }
 
+void ComputeEngine::logits_row(const MicroBatch&, int64_t, float*) {
+    throw Error("this engine cannot generate text samples; use --sample-chars 0");
+}
+
 }  // namespace trainbench

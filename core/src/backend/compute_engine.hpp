@@ -70,6 +70,10 @@ public:
     // one optimizer update with learning rate lr. `step` is the 1-based optimizer step count.
     virtual void optimizer_step(double lr, double grad_multiplier, int64_t step) = 0;
     virtual EvalTotals evaluate(const MicroBatch& batch) = 0;
+    // Runs the forward pass of `batch` and writes the logits of its first sample's row `row`
+    // (a language model's position) to `out` (classes floats), for generating text. Engines
+    // without it say so (Error).
+    virtual void logits_row(const MicroBatch& batch, int64_t row, float* out);
 
     // Optimizer state for checkpoints: named flat float tensors in a stable order.
     virtual std::vector<NamedTensor> optimizer_state() const = 0;
@@ -89,9 +93,8 @@ public:
 // Planned bytes by category for `spec` on the CPU engine: exactly what it will allocate.
 BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec);
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);
-// The executor over the model description (plan/graph_plan.hpp): every model family in fp32.
-// make_cpu_engine hands GPTs to it; MLPs still run on the layer-chain engine until it covers
-// 16-bit storage too.
+// The same engine under the name of what it is: the executor over the model description
+// (plan/graph_plan.hpp), every model family in fp32, bf16 and fp16.
 BytesByCategory plan_cpu_graph_memory(const EngineSpec& spec);
 std::unique_ptr<ComputeEngine> make_cpu_graph_engine(const EngineSpec& spec);
 

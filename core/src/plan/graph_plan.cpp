@@ -34,28 +34,57 @@ Uses find_uses(const ModelDesc& model) {
     return uses;
 }
 
+// An activation whose backward reads only its output (ReLU, tanh, sigmoid; not GELU) runs in
+// place: its output takes its input's storage, as the input has no other reader. An MLP then
+// holds one buffer per hidden layer, not two.
+void assign_in_place_outputs(GraphPlan& plan, const Uses& uses) {
+    const ModelDesc& m = plan.model;
+    plan.tensor_alias.assign(m.tensors.size(), -1);
+    for (const OpDesc& op : m.ops) {
+        if (op.kind != OpKind::activation || op.activation == Activation::gelu) continue;
+        const int in = op.inputs[0], out = op.outputs[0];
+        if (uses.producer[static_cast<size_t>(in)] < 0 || uses.consumers[static_cast<size_t>(in)].size() != 1) continue;
+        if (plan.tensor_elements[static_cast<size_t>(in)] != plan.tensor_elements[static_cast<size_t>(out)] ||
+            plan.element_bytes(in) != plan.element_bytes(out))
+            continue;
+        plan.tensor_alias[static_cast<size_t>(out)] = in;
+    }
+}
+
 // Checkpointing: a tensor made and read only inside one segment is dropped after the forward
-// and rebuilt before that segment's backward; tensors crossing segments are kept.
+// and rebuilt before that segment's backward; tensors crossing segments are kept. A tensor
+// computed in place in another's storage follows that storage.
 void assign_recompute_slots(GraphPlan& plan, const Uses& uses) {
     const ModelDesc& m = plan.model;
     plan.tensor_slot.assign(m.tensors.size(), -1);
     if (!plan.checkpointing) return;
     std::vector<int> next_slot_of_segment;
     for (size_t t = 0; t < m.tensors.size(); ++t) {
+        if (plan.tensor_alias[t] >= 0) continue;
         const int producer = uses.producer[t];
         if (producer < 0) continue;
         const int segment = m.ops[static_cast<size_t>(producer)].segment;
         if (segment < 0) continue;
         bool internal = !uses.consumers[t].empty();
-        for (const auto& [op, k] : uses.consumers[t]) internal = internal && m.ops[static_cast<size_t>(op)].segment == segment;
+        for (size_t u = 0; u < m.tensors.size(); ++u) {
+            if (u != t && plan.tensor_alias[u] != static_cast<int>(t)) continue;
+            for (const auto& [op, k] : uses.consumers[u]) internal = internal && m.ops[static_cast<size_t>(op)].segment == segment;
+        }
         if (!internal) continue;
         if (next_slot_of_segment.size() <= static_cast<size_t>(segment)) next_slot_of_segment.resize(static_cast<size_t>(segment) + 1, 0);
         const int slot = next_slot_of_segment[static_cast<size_t>(segment)]++;
-        if (plan.slot_elements.size() <= static_cast<size_t>(slot)) plan.slot_elements.resize(static_cast<size_t>(slot) + 1, 0);
+        if (plan.slot_elements.size() <= static_cast<size_t>(slot)) {
+            plan.slot_elements.resize(static_cast<size_t>(slot) + 1, 0);
+            plan.slot_bytes.resize(static_cast<size_t>(slot) + 1, 0);
+        }
         plan.slot_elements[static_cast<size_t>(slot)] = std::max(plan.slot_elements[static_cast<size_t>(slot)], plan.tensor_elements[t]);
+        plan.slot_bytes[static_cast<size_t>(slot)] =
+            std::max(plan.slot_bytes[static_cast<size_t>(slot)], plan.tensor_elements[t] * plan.element_bytes(static_cast<int>(t)));
         plan.tensor_slot[t] = slot;
         plan.last_segment = std::max(plan.last_segment, segment);
     }
+    for (size_t t = 0; t < m.tensors.size(); ++t)
+        if (plan.tensor_alias[t] >= 0) plan.tensor_slot[t] = plan.tensor_slot[static_cast<size_t>(plan.tensor_alias[t])];
 }
 
 // Lifetimes of activation gradients over the backward pass (step b runs op n-1-b), and first-fit
@@ -187,10 +216,29 @@ void plan_kernels(GraphPlan& plan, const Uses& uses) {
     }
 }
 
+// 16-bit runs: the fp32 stagings, each as large as the largest tensor that passes through it
+// (evaluation widens the loss's input, the logits, into input staging 0).
+void plan_staging(GraphPlan& plan) {
+    if (!plan.sixteen_bit()) return;
+    const ModelDesc& m = plan.model;
+    auto widen = [&plan](std::array<int64_t, 2>& staging, size_t k, int t) {
+        if (!plan.stored_16bit(t)) return;
+        staging.at(k) = std::max(staging.at(k), align(plan.tensor_elements[static_cast<size_t>(t)]));
+    };
+    for (const OpDesc& op : m.ops) {
+        for (size_t k = 0; k < op.inputs.size(); ++k) widen(plan.input_staging_floats, k, op.inputs[k]);
+        for (size_t k = 0; k < op.outputs.size(); ++k) widen(plan.output_staging_floats, k, op.outputs[k]);
+        if (op.kind != OpKind::linear) continue;
+        int64_t weights = 0;
+        for (int p : op.params) weights += m.params[static_cast<size_t>(p)].numel();  // W, then b after it
+        plan.weight_staging_floats = std::max(plan.weight_staging_floats, weights);
+    }
+}
+
 }  // namespace
 
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
-                          bool checkpointing) {
+                          bool checkpointing, Precision precision) {
     GraphPlan plan;
     plan.model = model;
     plan.params = make_param_layout(model);
@@ -198,27 +246,41 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threa
     plan.threads = threads;
     plan.optimizer_slots = optimizer_slots;
     plan.checkpointing = checkpointing;
+    plan.precision = precision;
     for (const TensorDesc& t : model.tensors) plan.tensor_elements.push_back(t.per_sample * micro_batch);
     const Uses uses = find_uses(model);
+    assign_in_place_outputs(plan, uses);
     assign_recompute_slots(plan, uses);
     assign_gradient_offsets(plan, uses);
     assign_write_modes(plan, uses);
     plan_kernels(plan, uses);
+    plan_staging(plan);
     if (model.token_input) plan.token_elements = model.input_per_sample * micro_batch;
 
     const int64_t p = plan.params.count;
     auto add = [&plan](MemoryCategory c, int64_t bytes) { plan.buffers.push_back({c, bytes}); };
-    add(MemoryCategory::parameters, p * 4);
+    if (plan.sixteen_bit()) {
+        add(MemoryCategory::master_weights, p * 4);
+        add(MemoryCategory::parameters, p * 2);
+    } else {
+        add(MemoryCategory::parameters, p * 4);
+    }
     add(MemoryCategory::gradients, p * 4);
     if (optimizer_slots > 0) add(MemoryCategory::optimizer_state, p * 4 * optimizer_slots);
     add(MemoryCategory::workspace, plan.packed_floats * 4);
     plan.first_step_buffer = plan.buffers.size();
     if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets
     for (size_t t = 0; t < model.tensors.size(); ++t)
-        if (plan.tensor_slot[t] < 0) add(MemoryCategory::activations, plan.tensor_elements[t] * 4);
-    for (int64_t elements : plan.slot_elements) add(MemoryCategory::activations, elements * 4);
+        if (plan.tensor_slot[t] < 0 && plan.tensor_alias[t] < 0)
+            add(MemoryCategory::activations, plan.tensor_elements[t] * plan.element_bytes(static_cast<int>(t)));
+    for (int64_t bytes : plan.slot_bytes) add(MemoryCategory::activations, bytes);
     add(MemoryCategory::workspace, plan.grad_floats * 4);
     add(MemoryCategory::workspace, plan.scratch_floats * 4);
+    if (plan.sixteen_bit()) {
+        for (int64_t floats : plan.input_staging_floats) add(MemoryCategory::workspace, floats * 4);
+        for (int64_t floats : plan.output_staging_floats) add(MemoryCategory::workspace, floats * 4);
+        add(MemoryCategory::workspace, plan.weight_staging_floats * 4);
+    }
     return plan;
 }
 

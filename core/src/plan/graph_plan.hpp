@@ -3,6 +3,7 @@
 // of a micro-batch (forward, recompute, backward) and every buffer the engine holds, with its
 // category and size. The engine acquires exactly the buffers listed here, in this order, and
 // the run plan sums the same list, so the memory plan equals the allocation by construction.
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "nn/linear.hpp"
 #include "nn/packed_weights.hpp"
 #include "trainbench/memory.hpp"
+#include "trainbench/run_config.hpp"
 
 namespace trainbench {
 
@@ -35,12 +37,19 @@ struct GraphPlan {
     int threads = 1;
     int optimizer_slots = 0;
     bool checkpointing = false;
+    // fp32, or the 16-bit format (bf16, fp16) of mixed precision: the activations and a working
+    // copy of the weights are stored in it, every kernel computes in fp32 on widened copies, and
+    // the optimizer updates fp32 master weights. The fields above and below keep their fp32
+    // meanings (elements, floats); the 16-bit run's sizes are the *_bytes and *_staging_* ones.
+    Precision precision = Precision::fp32;
 
     // Per tensor: elements at micro_batch samples; its own buffer (kept) or a shared
     // recompute slot (checkpointing drops it and rebuilds its segment before the backward).
     std::vector<int64_t> tensor_elements;
-    std::vector<int> tensor_slot;     // -1: its own buffer
+    std::vector<int> tensor_slot;     // -1: its own buffer (or its alias's)
+    std::vector<int> tensor_alias;    // in-place results: the tensor whose storage it takes; -1: none
     std::vector<int64_t> slot_elements;
+    std::vector<int64_t> slot_bytes;  // its largest tensor at that tensor's element size
     int last_segment = -1;            // still resident after the forward: never recomputed
 
     // Gradients of intermediate tensors share one workspace block, at offsets from their
@@ -58,15 +67,31 @@ struct GraphPlan {
     int64_t scratch_floats = 0;        // the largest kernel scratch
     int64_t token_elements = 0;        // int32 inputs and targets of a token micro-batch
 
-    // Every allocation, persistent ones first; per-micro-batch ones after `first_step_buffer`.
+    // 16-bit runs: fp32 copies a kernel works on. An op's 16-bit inputs k = 0, 1 are widened into
+    // input staging k and its 16-bit outputs k = 0, 1 computed in output staging k before they
+    // are rounded into storage; its backward widens each saved tensor it reads into the staging
+    // of the role that tensor had in the forward. A linear op's W and b are widened into the
+    // weight staging to be packed. All zero in fp32 runs.
+    std::array<int64_t, 2> input_staging_floats{};
+    std::array<int64_t, 2> output_staging_floats{};
+    int64_t weight_staging_floats = 0;
+
+    // Every allocation, persistent ones first (the weights: fp32, or fp32 master weights and the
+    // 16-bit working copy; gradients; optimizer state; packed weights last); per-micro-batch ones
+    // after `first_step_buffer` (16-bit runs append the stagings).
     std::vector<PlannedBuffer> buffers;
     size_t first_step_buffer = 0;
     BytesByCategory planned_bytes() const;
 
     int64_t rows(const OpDesc& op, int64_t samples) const { return samples * op.rows_per_sample; }
+    bool sixteen_bit() const { return precision != Precision::fp32; }
+    // Whether tensor t is stored in 16 bits: in a 16-bit run, all but statistics (LayerNorm's
+    // mean and rstd stay fp32, as llm.c keeps them).
+    bool stored_16bit(int t) const { return sixteen_bit() && !model.tensors[static_cast<size_t>(t)].statistics; }
+    int64_t element_bytes(int t) const { return stored_16bit(t) ? 2 : 4; }
 };
 
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
-                          bool checkpointing);
+                          bool checkpointing, Precision precision = Precision::fp32);
 
 }  // namespace trainbench

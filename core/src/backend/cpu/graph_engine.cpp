@@ -1,9 +1,21 @@
-// The CPU executor over a model description: one switch over op kinds for the forward and one
-// for the backward, on buffers the planner (plan/graph_plan.cpp) laid out. Persistent state
-// (parameters, gradients, optimizer state, packed weights) is allocated once; the buffers of a
-// micro-batch are taken from the TrackingArena when it starts and given back when it ends, as
-// the MLP engine does, so the steady state reuses the same blocks.
+// The CPU executor over a model description, every model family's engine on the CPU: one switch
+// over op kinds for the forward and one for the backward, on buffers the planner
+// (plan/graph_plan.cpp) laid out. Persistent state (parameters, gradients, optimizer state,
+// packed weights) is allocated once; the buffers of a micro-batch are taken from the
+// TrackingArena when it starts and given back when it ends, as a framework's caching allocator
+// does, so they show up as activations during the step and as cache between steps, and the
+// steady state reuses the same blocks without touching the system allocator.
+//
+// Mixed precision (bf16, fp16) keeps fp32 master weights, gradients and optimizer state, and
+// stores the activations and a working copy of the weights in 16 bits. Every kernel computes in
+// fp32: an op widens its 16-bit inputs into fp32 stagings, and its results are rounded into
+// 16-bit storage. The products read the 16-bit working copy and their output gradient rounded
+// to 16 bits (16-bit inputs, fp32 accumulation, as tensor cores multiply); LayerNorm and the
+// embedding read the fp32 master weights, as torch's autocast leaves those ops in fp32. These
+// are the layer-chain MLP engine's rounding points, which this executor replaced bit for bit
+// (tests/core/test_mlp_goldens.cpp).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -25,36 +37,37 @@
 #include "parallel/parallel_range.hpp"
 #include "parallel/worker_team.hpp"
 #include "plan/graph_plan.hpp"
+#include "precision/half_float.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
 namespace {
 
 GraphPlan plan_for(const EngineSpec& spec) {
-    if (spec.precision != Precision::fp32)
-        throw Error("--precision " + to_string(spec.precision) + " is not available for " + spec.model.summary +
-                    " on the CPU yet; use --precision fp32");
     return make_graph_plan(spec.model, std::max(spec.max_micro_batch, spec.max_eval_batch),
                            WorkerTeam::resolved_size(spec.threads), optimizer_state_slots(spec.optimizer),
-                           spec.gradient_checkpointing);
+                           spec.gradient_checkpointing, spec.precision);
 }
 
 class GraphEngine final : public ComputeEngine {
 public:
     explicit GraphEngine(const EngineSpec& spec) : spec_(spec), plan_(plan_for(spec)), arena_(spec.memory_limit_bytes) {
         WorkerTeam::shared().resize(plan_.threads);
-        // The persistent buffers, in the planner's order: parameters, gradients, optimizer state,
-        // packed weights.
-        const auto& b = plan_.buffers;
+        // The persistent buffers, in the planner's order.
+        size_t next = 0;
+        auto take = [&]() {
+            const PlannedBuffer& b = plan_.buffers[next++];
+            return arena_.acquire(b.category, b.bytes);
+        };
         const int64_t p = plan_.params.count;
-        params_ = arena_.acquire_array<float>(b[0].category, p);
-        grads_ = arena_.acquire_array<float>(b[1].category, p);
-        size_t next = 2;
+        params_ = static_cast<float*>(take());
+        if (plan_.sixteen_bit()) params16_ = static_cast<uint16_t*>(take());
+        grads_ = static_cast<float*>(take());
         if (plan_.optimizer_slots > 0) {
-            state_ = arena_.acquire_array<float>(b[next++].category, p * plan_.optimizer_slots);
+            state_ = static_cast<float*>(take());
             optimizer_init_state(spec.optimizer, state_, p);
         }
-        packed_ = arena_.acquire_array<float>(b[next++].category, plan_.packed_floats);
+        packed_ = static_cast<float*>(take());
         std::fill(grads_, grads_ + p, 0.0f);
         tensors_.assign(plan_.model.tensors.size(), nullptr);
         slots_.assign(plan_.slot_elements.size(), nullptr);
@@ -63,6 +76,7 @@ public:
 
     void set_weights(const ModelWeights& weights) override {
         scatter_weights(plan_.model, plan_.params, weights, params_);
+        round_working_weights();
         packed_stale_ = true;
     }
     ModelWeights weights() const override { return gather_weights(plan_.model, plan_.params, params_); }
@@ -92,6 +106,7 @@ public:
         materialise_zero_grad();
         optimizer_step_cpu(spec_.optimizer, params_, grads_, state_, plan_.params.count, lr, grad_multiplier, step,
                            plan_.params.decay_end);
+        round_working_weights();
         packed_stale_ = true;
     }
 
@@ -100,7 +115,7 @@ public:
         forward(batch.count);
         EvalTotals totals;
         const OpDesc& loss = plan_.model.ops.back();
-        const float* out = tensor(loss.inputs[0]);
+        const float* out = read(loss.inputs[0], batch.count, input_staging_[0]);
         if (loss.kind == OpKind::cross_entropy) {
             totals.loss_sum = softmax_cross_entropy(out, labels_, plan_.model.classes, plan_.rows(loss, batch.count),
                                                     nullptr, 1.0f, &totals.correct);
@@ -109,6 +124,19 @@ public:
         }
         end_micro_batch();
         return totals;
+    }
+
+    void logits_row(const MicroBatch& batch, int64_t row, float* out) override {
+        const OpDesc& loss = plan_.model.ops.back();
+        if (loss.kind != OpKind::cross_entropy || row < 0 || row >= loss.rows_per_sample)
+            throw Error("internal: logits row " + std::to_string(row) + " of a model without that many logit rows");
+        MicroBatch one = batch;
+        one.count = 1;
+        begin_micro_batch(one);
+        forward(1);
+        const float* logits = read(loss.inputs[0], 1, input_staging_[0]) + row * plan_.model.classes;
+        std::copy(logits, logits + plan_.model.classes, out);
+        end_micro_batch();
     }
 
     std::vector<NamedTensor> optimizer_state() const override {
@@ -136,7 +164,43 @@ private:
         grads_stale_ = false;
     }
 
-    float* tensor(int t) const { return tensors_[static_cast<size_t>(t)]; }
+    // 16-bit runs: the working copy the products read, rounded from the master weights.
+    void round_working_weights() {
+        if (plan_.sixteen_bit()) store_16bit(plan_.precision, params_, params16_, plan_.params.count);
+    }
+
+    int64_t elements(int t, int64_t samples) const {
+        return plan_.model.tensors[static_cast<size_t>(t)].per_sample * samples;
+    }
+    // The buffer of a tensor stored in fp32 (every tensor in fp32 runs, statistics in 16-bit ones).
+    float* tensor(int t) const { return static_cast<float*>(tensors_[static_cast<size_t>(t)]); }
+    uint16_t* tensor_16bit(int t) const { return static_cast<uint16_t*>(tensors_[static_cast<size_t>(t)]); }
+
+    // fp32 values of tensor t for a kernel to read: its buffer, or its 16-bit codes widened into
+    // `staging`.
+    const float* read(int t, int64_t samples, float* staging) const {
+        if (!plan_.stored_16bit(t)) return tensor(t);
+        load_16bit(plan_.precision, tensor_16bit(t), staging, elements(t, samples));
+        return staging;
+    }
+    // An op's input k, and the fp32 destination of its output k: its buffer, or the output
+    // staging that store_outputs rounds into it.
+    const float* input(const OpDesc& op, size_t k, int64_t samples) const {
+        return read(op.inputs[k], samples, input_staging_.at(k));
+    }
+    float* output(const OpDesc& op, size_t k) const {
+        return plan_.stored_16bit(op.outputs[k]) ? output_staging_.at(k) : tensor(op.outputs[k]);
+    }
+    void store_outputs(const OpDesc& op, int64_t samples) {
+        for (size_t k = 0; k < op.outputs.size(); ++k)
+            if (plan_.stored_16bit(op.outputs[k]))
+                store_16bit(plan_.precision, output_staging_.at(k), tensor_16bit(op.outputs[k]), elements(op.outputs[k], samples));
+    }
+    // An output the backward reads again, widened into the staging it was computed in.
+    const float* saved_output(const OpDesc& op, size_t k, int64_t samples) const {
+        return read(op.outputs[k], samples, output_staging_.at(k));
+    }
+
     float* grad(int t) const {
         const int64_t offset = plan_.grad_offset[static_cast<size_t>(t)];
         return offset < 0 ? nullptr : grad_block_ + offset;
@@ -168,20 +232,41 @@ private:
             labels_ = batch.labels;
         }
         for (size_t t = 0; t < m.tensors.size(); ++t)
-            if (plan_.tensor_slot[t] < 0) tensors_[t] = static_cast<float*>(take());
-        for (auto& slot : slots_) slot = static_cast<float*>(take());
+            if (plan_.tensor_slot[t] < 0 && plan_.tensor_alias[t] < 0) tensors_[t] = take();
+        for (auto& slot : slots_) slot = take();
         for (size_t t = 0; t < m.tensors.size(); ++t)
             if (plan_.tensor_slot[t] >= 0) tensors_[t] = slots_[static_cast<size_t>(plan_.tensor_slot[t])];
+        for (size_t t = 0; t < m.tensors.size(); ++t)  // in-place results share their input's storage
+            if (plan_.tensor_alias[t] >= 0) tensors_[t] = tensors_[static_cast<size_t>(plan_.tensor_alias[t])];
         grad_block_ = static_cast<float*>(take());
         scratch_ = static_cast<float*>(take());
-        if (!m.token_input)
-            std::memcpy(tensors_[0], batch.x, static_cast<size_t>(m.input_per_sample * batch.count) * sizeof(float));
+        if (plan_.sixteen_bit()) {
+            for (float*& staging : input_staging_) staging = static_cast<float*>(take());
+            for (float*& staging : output_staging_) staging = static_cast<float*>(take());
+            weight_staging_ = static_cast<float*>(take());
+        }
+        if (!m.token_input) {
+            const int64_t count = m.input_per_sample * batch.count;
+            if (plan_.stored_16bit(0)) store_16bit(plan_.precision, batch.x, tensor_16bit(0), count);
+            else std::memcpy(tensor(0), batch.x, static_cast<size_t>(count) * sizeof(float));
+        }
         refresh_packed_weights();
     }
 
     void end_micro_batch() {
         for (void* pointer : step_buffers_) arena_.release(pointer);
         step_buffers_.clear();
+    }
+
+    // fp32 values of a linear op's parameter k as its products read them: the weights, or in
+    // 16-bit runs the working copy widened into the weight staging (W, then b after it).
+    const float* product_param(const OpDesc& op, size_t k) {
+        const int p = op.params[k];
+        if (!plan_.sixteen_bit()) return param(p);
+        float* staging = weight_staging_ + (k == 0 ? 0 : plan_.model.params[static_cast<size_t>(op.params[0])].numel());
+        const int64_t offset = plan_.params.offset[static_cast<size_t>(p)];
+        load_16bit(plan_.precision, params16_ + offset, staging, plan_.model.params[static_cast<size_t>(p)].numel());
+        return staging;
     }
 
     // W (with its bias beside it) and W^T of every linear op, packed once per update.
@@ -192,11 +277,11 @@ private:
             const OpDesc& op = m.ops[o];
             if (op.kind != OpKind::linear) continue;
             const PackedLinear& p = plan_.packed[o];
-            const float* w = param(op.params[0]);
+            const float* w = product_param(op, 0);
             float* packed = packed_ + p.forward_offset;
             pack_weights(p.forward, w, packed);
             if (op.params.size() > 1) {
-                const float* b = param(op.params[1]);
+                const float* b = product_param(op, 1);
                 std::copy(b, b + p.forward.rows, packed + p.forward.total_floats());
             }
             if (p.transposed_offset >= 0) pack_weights(p.transposed, w, packed_ + p.transposed_offset);
@@ -217,54 +302,57 @@ private:
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
                 const float* packed = packed_ + p.forward_offset;
                 packed_linear_forward(p.forward, packed, op.params.size() > 1 ? packed + p.forward.total_floats() : nullptr,
-                                      tensor(op.inputs[0]), tensor(op.outputs[0]), rows);
-                return;
+                                      input(op, 0, n), output(op, 0), rows);
+                break;
             }
             case OpKind::activation:
-                activation_forward(op.activation, tensor(op.inputs[0]), tensor(op.outputs[0]),
-                                   plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample * n);
-                return;
+                activation_forward(op.activation, input(op, 0, n), output(op, 0), elements(op.outputs[0], n));
+                break;
             case OpKind::embedding: {
                 const auto& wte = plan_.model.params[static_cast<size_t>(op.params[0])];
-                embedding_forward(tokens_, param(op.params[0]), param(op.params[1]), tensor(op.outputs[0]), n,
+                embedding_forward(tokens_, param(op.params[0]), param(op.params[1]), output(op, 0), n,
                                   op.rows_per_sample, wte.shape[1]);
-                return;
+                break;
             }
             case OpKind::layernorm: {
+                // outputs 1 and 2, the mean and rstd, are statistics: fp32 in every run.
                 const int64_t C = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
-                layernorm_forward(tensor(op.inputs[0]), param(op.params[0]), param(op.params[1]), tensor(op.outputs[0]),
+                layernorm_forward(input(op, 0, n), param(op.params[0]), param(op.params[1]), output(op, 0),
                                   tensor(op.outputs[1]), tensor(op.outputs[2]), rows, C);
-                return;
+                break;
             }
             case OpKind::attention: {
                 const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-                attention_forward(tensor(op.inputs[0]), tensor(op.outputs[0]), tensor(op.outputs[1]), n,
-                                  op.rows_per_sample, C, op.heads);
-                return;
+                attention_forward(input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C, op.heads);
+                break;
             }
             case OpKind::residual_add: {
-                const float* a = tensor(op.inputs[0]);
-                const float* b = tensor(op.inputs[1]);
-                float* out = tensor(op.outputs[0]);
-                const int64_t count = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample * n;
-                parallel_range(count, 1, [&](int64_t first, int64_t end) {
+                const float* a = input(op, 0, n);
+                const float* b = input(op, 1, n);
+                float* out = output(op, 0);
+                parallel_range(elements(op.outputs[0], n), 1, [&](int64_t first, int64_t end) {
 #pragma omp simd
                     for (int64_t i = first; i < end; ++i) out[i] = a[i] + b[i];
                 });
-                return;
+                break;
             }
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: return;  // the loss runs in loss_forward / evaluate
         }
+        store_outputs(op, n);
     }
 
+    // The loss writes the gradient of its input over that input's fp32 values; a 16-bit input is
+    // widened into its gradient buffer for it.
     double loss_forward(const MicroBatch& batch, float grad_scale) {
         const OpDesc& loss = plan_.model.ops.back();
         const int in = loss.inputs[0];
+        float* dinput = grad(in);
+        const float* values = read(in, batch.count, dinput);
         if (loss.kind == OpKind::cross_entropy)
-            return softmax_cross_entropy(tensor(in), labels_, plan_.model.classes, plan_.rows(loss, batch.count), grad(in),
+            return softmax_cross_entropy(values, labels_, plan_.model.classes, plan_.rows(loss, batch.count), dinput,
                                          grad_scale, nullptr);
-        return mean_squared_error(tensor(in), batch.targets, batch.count, grad(in), grad_scale);
+        return mean_squared_error(values, batch.targets, batch.count, dinput, grad_scale);
     }
 
     void backward(int64_t n) {
@@ -289,7 +377,7 @@ private:
     void backward_op(int o, int64_t n) {
         const OpDesc& op = plan_.model.ops[static_cast<size_t>(o)];
         const int64_t rows = plan_.rows(op, n);
-        const float* dout = grad(op.outputs.empty() ? -1 : op.outputs[0]);
+        float* dout = grad(op.outputs.empty() ? -1 : op.outputs[0]);
         switch (op.kind) {
             case OpKind::linear: {
                 const auto& shape = plan_.model.params[static_cast<size_t>(op.params[0])].shape;
@@ -297,20 +385,25 @@ private:
                 float* dbias = op.params.size() > 1 ? param_grad(op.params[1]) : nullptr;
                 float* dinput = grad(op.inputs[0]);
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
+                // A 16-bit product's operands are 16-bit: its output gradient too. Nothing else
+                // reads that gradient (this op made the tensor), so it is rounded in place.
+                if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
+                const float* x = input(op, 0, n);
                 if (dinput) {
-                    linear_backward_packed(p.transposed, packed_ + p.transposed_offset, tensor(op.inputs[0]), dout,
-                                           param_grad(op.params[0]), dbias, dinput, in, out, rows, param_write(o, 0));
+                    linear_backward_packed(p.transposed, packed_ + p.transposed_offset, x, dout, param_grad(op.params[0]),
+                                           dbias, dinput, in, out, rows, param_write(o, 0));
                 } else {
-                    linear_weight_grad(tensor(op.inputs[0]), dout, param_grad(op.params[0]), dbias, in, out, rows,
-                                       param_write(o, 0));
+                    linear_weight_grad(x, dout, param_grad(op.params[0]), dbias, in, out, rows, param_write(o, 0));
                 }
                 return;
             }
             case OpKind::activation: {
-                // The input's gradient shares the output's buffer: scaled in place.
+                // The input's gradient shares the output's buffer: scaled in place. f' is read
+                // from the input (GELU) or the output (the others); only that one is widened.
                 float* g = grad(op.inputs[0]);
-                activation_backward(op.activation, tensor(op.inputs[0]), tensor(op.outputs[0]), g,
-                                    plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample * n);
+                const bool from_input = activation_needs_input(op.activation);
+                activation_backward(op.activation, from_input ? input(op, 0, n) : nullptr,
+                                    from_input ? nullptr : saved_output(op, 0, n), g, elements(op.outputs[0], n));
                 return;
             }
             case OpKind::embedding: {
@@ -321,7 +414,7 @@ private:
             }
             case OpKind::layernorm: {
                 const int64_t C = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
-                layernorm_backward(dout, tensor(op.inputs[0]), param(op.params[0]), tensor(op.outputs[1]),
+                layernorm_backward(dout, input(op, 0, n), param(op.params[0]), tensor(op.outputs[1]),
                                    tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
                                    param_grad(op.params[1]), rows, C, plan_.input_write[static_cast<size_t>(o)][0],
                                    param_write(o, 0), scratch_);
@@ -329,12 +422,12 @@ private:
             }
             case OpKind::attention: {
                 const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-                attention_backward(dout, tensor(op.inputs[0]), tensor(op.outputs[1]), grad(op.inputs[0]), n,
+                attention_backward(dout, input(op, 0, n), saved_output(op, 1, n), grad(op.inputs[0]), n,
                                    op.rows_per_sample, C, op.heads, scratch_);
                 return;
             }
             case OpKind::residual_add: {
-                const int64_t count = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample * n;
+                const int64_t count = elements(op.outputs[0], n);
                 for (size_t k = 0; k < 2; ++k) {
                     float* d = grad(op.inputs[k]);
                     if (!d) continue;
@@ -358,17 +451,21 @@ private:
     EngineSpec spec_;
     GraphPlan plan_;
     TrackingArena arena_;
-    float* params_ = nullptr;
+    float* params_ = nullptr;      // fp32 weights: in 16-bit runs the master weights
+    uint16_t* params16_ = nullptr; // 16-bit runs: the working copy the products read
     float* grads_ = nullptr;
     float* state_ = nullptr;
     float* packed_ = nullptr;
     bool packed_stale_ = true;
     bool grads_stale_ = false;
-    std::vector<float*> tensors_;
-    std::vector<float*> slots_;
+    std::vector<void*> tensors_;   // fp32, or 16-bit codes where plan_.stored_16bit(t)
+    std::vector<void*> slots_;
     std::vector<void*> step_buffers_;
     float* grad_block_ = nullptr;
     float* scratch_ = nullptr;
+    std::array<float*, 2> input_staging_{};  // 16-bit runs only (GraphPlan's *_staging_floats)
+    std::array<float*, 2> output_staging_{};
+    float* weight_staging_ = nullptr;
     int32_t* tokens_ = nullptr;
     const int32_t* labels_ = nullptr;
     std::chrono::steady_clock::time_point update_start_;
@@ -381,5 +478,9 @@ BytesByCategory plan_cpu_graph_memory(const EngineSpec& spec) { return plan_for(
 std::unique_ptr<ComputeEngine> make_cpu_graph_engine(const EngineSpec& spec) {
     return std::make_unique<GraphEngine>(spec);
 }
+
+// The CPU engine is this executor, for every model family.
+BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec) { return plan_cpu_graph_memory(spec); }
+std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec) { return make_cpu_graph_engine(spec); }
 
 }  // namespace trainbench

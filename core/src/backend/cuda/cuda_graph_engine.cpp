@@ -244,6 +244,24 @@ public:
         return totals;
     }
 
+    void logits_row(const MicroBatch& batch, int64_t row, float* out) override {
+        activate_device();
+        const ModelDesc& m = model();
+        const OpDesc& loss_op = m.ops.back();
+        if (loss_op.kind != OpKind::cross_entropy || row < 0 || row >= loss_op.rows_per_sample)
+            throw Error("internal: logits row " + std::to_string(row) + " of a model without that many logit rows");
+        MicroBatch one = batch;
+        one.count = 1;
+        begin_micro_batch(one);
+        forward(1);
+        // A small synchronous copy: text sampling runs between updates, not inside one.
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(out, tensor(loss_op.inputs[0]) + row * m.classes,
+                                              static_cast<size_t>(m.classes) * sizeof(float), cudaMemcpyDeviceToHost,
+                                              stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        end_micro_batch();
+    }
+
     std::vector<NamedTensor> optimizer_state() const override {
         activate_device();
         const int64_t n = layout().count;
@@ -426,10 +444,12 @@ private:
         const GraphPlan& g = plan_.graph;
         if (m.token_input) tokens_ = static_cast<int32_t*>(take());
         for (size_t t = 0; t < m.tensors.size(); ++t)
-            if (g.tensor_slot[t] < 0) tensors_[t] = static_cast<float*>(take());
+            if (g.tensor_slot[t] < 0 && g.tensor_alias[t] < 0) tensors_[t] = static_cast<float*>(take());
         for (auto& slot : slots_) slot = static_cast<float*>(take());
         for (size_t t = 0; t < m.tensors.size(); ++t)
             if (g.tensor_slot[t] >= 0) tensors_[t] = slots_[static_cast<size_t>(g.tensor_slot[t])];
+        for (size_t t = 0; t < m.tensors.size(); ++t)  // in-place results share their input's storage
+            if (g.tensor_alias[t] >= 0) tensors_[t] = tensors_[static_cast<size_t>(g.tensor_alias[t])];
         grad_block_ = static_cast<float*>(take());
         scratch_ = static_cast<float*>(take());
         attention_scratch_ = static_cast<float*>(take());
