@@ -147,6 +147,20 @@ void ProgressDisplay::epoch_end(const EpochMetrics& epoch) {
     std::fflush(out_);
 }
 
+void ProgressDisplay::sample(int64_t update, const std::string& text) {
+    if (quiet_) return;
+    clear_bar();
+    std::fprintf(out_, "sample after update %" PRId64 ":\n  ", update);
+    // The prompt is a newline: the text starts on the line below the heading.
+    const size_t start = !text.empty() && text.front() == '\n' ? 1 : 0;
+    for (size_t i = start; i < text.size(); ++i) {
+        std::fputc(text[i], out_);
+        if (text[i] == '\n' && i + 1 < text.size()) std::fputs("  ", out_);
+    }
+    std::fputc('\n', out_);
+    std::fflush(out_);
+}
+
 void ProgressDisplay::note(const std::string& text) {
     if (quiet_) return;
     clear_bar();

@@ -20,6 +20,8 @@ public:
     void update(const StepMetrics& metrics);
     void epoch_end(const EpochMetrics& epoch);
     void note(const std::string& text);
+    // A language model's generated text, indented under a heading line.
+    void sample(int64_t update, const std::string& text);
     // Removes the progress line so the summary starts on a clean line.
     void finish();
 

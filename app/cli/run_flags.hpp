@@ -5,13 +5,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include "trainbench/config_fields.hpp"
 #include "trainbench/run_config.hpp"
 
 namespace trainbench::cli {
 
-// The flags that describe a run, shared by `train` and `compare`. A flag given on the command
-// line overrides the same setting from --config; a flag not given leaves it alone, so the
-// resolved config is: defaults, then the JSON file's keys, then the flags the user passed.
+// The flags that describe a run, shared by `train` and `compare`, made from config_fields(). A
+// flag given on the command line overrides the same setting from --config; a flag not given
+// leaves it alone, so the resolved config is: defaults (of --model's family), then the JSON
+// file's keys, then the flags the user passed.
 class RunFlags {
 public:
     enum class Scope {
@@ -29,19 +31,16 @@ private:
         std::function<void(RunConfig&)> apply;
     };
 
+    // One flag per ConfigField that has one; its syntax follows the field's kind.
+    void add_field_flag(CLI::App& command, const ConfigField& field, const std::string& help);
     template <class Value, class Apply>
-    void add_value(CLI::App& command, const std::string& name, const std::string& help,
-                   Apply apply);
-    template <class Apply>
-    void add_switch(CLI::App& command, const std::string& name, const std::string& help,
-                    Apply apply);
+    void add_value(CLI::App& command, const ConfigField& field, const std::string& help, Apply apply);
+    void add_switch(CLI::App& command, const ConfigField& field, const std::string& help);
 
     ModelFamily parsed_model_family() const;
 
-    std::string group_ = "Options";  // help section of the flags being added
     std::string config_path_;
     CLI::Option* config_option_ = nullptr;
-    std::string model_name_;
     CLI::Option* model_option_ = nullptr;
     std::vector<Override> overrides_;
 };

@@ -93,6 +93,7 @@ int run_train(const TrainArguments& arguments) {
         progress.epoch_end(epoch);
     };
     observer.on_note = [&](const std::string& text) { progress.note(text); };
+    observer.on_sample = [&](int64_t update, const std::string& text) { progress.sample(update, text); };
 
     RunResult result = train(engine_config, observer, &stop_requested(), nullptr);
     progress.finish();

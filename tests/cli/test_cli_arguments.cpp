@@ -2,7 +2,53 @@
 // file behind; --config and flags combine as documented; --print-config round-trips.
 #include <QTemporaryDir>
 
+#include <string>
+
 #include "cli/cli_process.hpp"
+#include "trainbench/config_fields.hpp"
+#include "trainbench/config_json.hpp"
+
+namespace {
+
+using trainbench::ConfigField;
+using trainbench::FieldKind;
+
+// A value other than the default for a field's flag, and the same setting as config JSON.
+struct FlagSetting {
+    QStringList arguments;
+    std::string json;  // the value: 8, "bf16", [32, 16], ...
+};
+
+FlagSetting unusual_setting(const ConfigField& field) {
+    const QString flag = QString::fromStdString(field.flag);
+    switch (field.kind) {
+        case FieldKind::integer:
+        case FieldKind::unsigned_integer: return {{flag, "8"}, "8"};  // no default is 8; n_head 8 divides n_embd
+        case FieldKind::real:
+        case FieldKind::optional_real: return {{flag, "0.375"}, "0.375"};
+        case FieldKind::boolean: return {{flag}, field.switch_sets ? "true" : "false"};
+        case FieldKind::text: {
+            const std::string text = field.key == "device" ? "cuda:1" : "unusual value";
+            return {{flag, QString::fromStdString(text)}, "\"" + text + "\""};
+        }
+        case FieldKind::choice: {
+            const std::string last = field.choices().back();  // never the default
+            return {{flag, QString::fromStdString(last)}, "\"" + last + "\""};
+        }
+        case FieldKind::byte_size: return {{flag, "64MiB"}, "67108864"};
+        case FieldKind::layer_widths: return {{flag, "32,16"}, "[32, 16]"};
+    }
+    return {};
+}
+
+// {"optimizer": {"lr": 0.375}} for the key "optimizer.lr".
+std::string json_member(const std::string& key, const std::string& value) {
+    const auto dot = key.find('.');
+    if (dot == std::string::npos) return "\"" + key + "\": " + value;
+    return "\"" + key.substr(0, dot) + "\": {\"" + key.substr(dot + 1) + "\": " + value + "}";
+}
+
+}  // namespace
 
 class CliArgumentsTest : public QObject {
     Q_OBJECT
@@ -98,6 +144,59 @@ private slots:
         CliRun second = run_cli({"train", "--config", path("printed.json"), "--print-config"});
         QVERIFY2(second.exit_code == 0, CLI_DIAGNOSTICS(second));
         QCOMPARE(second.out, first.out);
+    }
+
+    void help_lists_every_flag_of_the_table() {
+        CliRun train = run_cli({"train", "--help"});
+        CliRun compare = run_cli({"compare", "--help"});
+        QCOMPARE(train.exit_code, 0);
+        QCOMPARE(compare.exit_code, 0);
+        for (const ConfigField& field : trainbench::config_fields()) {
+            if (field.flag.empty()) continue;
+            const QString flag = QString::fromStdString(field.flag);
+            QVERIFY2(train.out.contains(flag), qPrintable(flag));
+            // compare has its own --empty-cache-steps, the N of its "empty cache" run.
+            if (field.key != "empty_cache_steps")
+                QVERIFY2(compare.out.contains(flag) != field.train_only, qPrintable(flag));
+        }
+        QVERIFY(train.out.contains("sgd|adam|adamw|rmsprop|adagrad"));
+        QVERIFY(train.out.contains("gpt: attention heads (must divide --n-embd)"));
+    }
+
+    // Each flag alone against the same setting in a config file: the printed configurations
+    // match, so every flag reaches its field and no other.
+    void every_flag_sets_its_field() {
+        for (const ConfigField& field : trainbench::config_fields()) {
+            if (field.flag.empty()) continue;
+            FlagSetting setting = unusual_setting(field);
+            std::string json = "{" + json_member(field.key, setting.json);
+            // validate() runs before --print-config; these need a companion setting.
+            if (field.key == "auto_fit") {
+                setting.arguments << "--memory-limit" << "1GiB";
+                json += ", \"memory_limit_bytes\": 1073741824";
+            }
+            if (field.key == "checkpoint_every") {
+                setting.arguments << "--checkpoint-dir" << "ckpt";
+                json += ", \"checkpoint_dir\": \"ckpt\"";
+            }
+            json += "}";
+            const std::string expected = trainbench::config_to_json(trainbench::config_from_json(json));
+            QVERIFY2(expected != trainbench::config_to_json(trainbench::RunConfig{}), field.key.c_str());
+
+            CliRun run = run_cli(QStringList{"train"} + setting.arguments + QStringList{"--print-config"});
+            QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+            const std::string printed =
+                trainbench::config_to_json(trainbench::config_from_json(run.out.toStdString()));
+            QVERIFY2(printed == expected, qPrintable(QString::fromStdString(field.key + "\n" + printed)));
+        }
+    }
+
+    void the_last_of_a_repeated_flag_wins() {
+        CliRun run = run_cli({"train", "--max-steps", "20", "--optimizer", "sgd", "--max-steps", "40",
+                              "--optimizer", "rmsprop", "--print-config"});
+        QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+        QVERIFY2(run.out.contains("\"max_steps\": 40"), qPrintable(run.out));
+        QVERIFY2(run.out.contains("\"kind\": \"rmsprop\""), qPrintable(run.out));
     }
 
     void flags_override_the_config_file() {

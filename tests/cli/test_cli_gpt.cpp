@@ -66,6 +66,7 @@ private slots:
         QVERIFY2(run.out.contains("global batch 8 (128 tokens)"), qPrintable(run.out));
         QVERIFY2(run.out.contains("tokens/s"), qPrintable(run.out));
         QVERIFY2(run.out.contains("eval, epoch 1 (update 3)"), qPrintable(run.out));
+        QVERIFY2(run.out.contains("sample after update 3:\n  "), qPrintable(run.out));  // --sample-chars 200 by default
         const auto table = read_metrics_csv(metrics);
         QVERIFY(table.has_value());
         QCOMPARE(table->rows.size(), qsizetype{6});

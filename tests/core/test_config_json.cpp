@@ -172,6 +172,49 @@ private slots:
         EXPECT_ERROR_CONTAINS(config_from_json(R"([1, 2])"), "config JSON must be an object");
     }
 
+    void errors_carry_the_key_of_the_field() {
+        const auto key_of = [](const std::function<void()>& action) -> std::string {
+            try {
+                action();
+            } catch (const Error& e) {
+                return e.key();
+            }
+            return "<no error>";
+        };
+        QCOMPARE(key_of([] { config_from_json(R"({"batch_size": "64"})"); }), std::string("batch_size"));
+        QCOMPARE(key_of([] { config_from_json(R"({"hidden": [64, "x"]})"); }), std::string("hidden"));
+        QCOMPARE(key_of([] { config_from_json(R"({"optimizer": {"lr": "fast"}})"); }), std::string("optimizer.lr"));
+        QCOMPARE(key_of([] { config_from_json(R"({"optimizer": "adamx"})"); }), std::string("optimizer.kind"));
+        QCOMPARE(key_of([] { config_from_json(R"({"schedule": {"kind": 3}})"); }), std::string("schedule.kind"));
+        QCOMPARE(key_of([] { config_from_json(R"({"model": "cnn"})"); }), std::string("model"));
+        QCOMPARE(key_of([] { config_from_json(R"({"memory_limit_bytes": "lots"})"); }),
+                 std::string("memory_limit_bytes"));
+        // Not about one field: the key is empty.
+        QCOMPARE(key_of([] { config_from_json(R"({"foo": 1})"); }), std::string());
+        QCOMPARE(key_of([] { config_from_json(R"({"optimizer": 3})"); }), std::string());
+        QCOMPARE(key_of([] { config_from_json(R"({"optimizer.lr": 0.1})"); }), std::string());
+        QCOMPARE(key_of([] { config_from_json("{"); }), std::string());
+
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("run.json").toStdString();
+        {
+            std::ofstream out(path);
+            out << R"({"threads": 1.5})";
+        }
+        QCOMPARE(key_of([&] { load_config_file(path); }), std::string("threads"));
+    }
+
+    void a_file_naming_another_model_starts_from_its_defaults() {
+        const RunConfig gpt = config_from_json(R"({"model": "gpt", "epochs": 2})");
+        QVERIFY(gpt.model == ModelFamily::gpt);
+        QCOMPARE(gpt.dataset, std::string("kjv"));
+        QCOMPARE(gpt.epochs, int64_t(2));
+        QVERIFY(gpt.optimizer.kind == OptimizerKind::adamw);
+        RunConfig base = default_config(ModelFamily::gpt);
+        base.n_layer = 2;
+        QCOMPARE(config_from_json(R"({"model": "gpt"})", base).n_layer, int64_t(2));  // same family: base kept
+    }
+
     void malformed_json_reports_the_position() {
         EXPECT_ERROR_CONTAINS(config_from_json("{\n  \"epochs\": 3,\n}"),
                               "malformed config JSON: parse error at line 3, column 1");

@@ -6,12 +6,16 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <fstream>
 #include <map>
 
+#include "backend/compute_engine.hpp"
 #include "data/text_corpus.hpp"
+#include "model/build_model.hpp"
+#include "model/init_weights.hpp"
 #include "error_expectations.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/trainer.hpp"
@@ -257,6 +261,74 @@ private slots:
               step_ratio);
         QVERIFY2(ckpt_ratio <= 0.5, qPrintable(QString("checkpointing keeps %1 of the activations").arg(ckpt_ratio)));
         QVERIFY2(step_ratio <= 0.25 + 1e-9, qPrintable(QString("step_size 4 keeps %1 of the activations").arg(step_ratio)));
+    }
+
+    // Samples read the logits at the last filled position of a padded window: that is only
+    // right if a position's logits ignore every token after it (causal attention).
+    void logits_at_a_position_ignore_later_tokens() {
+        GptShape shape;
+        shape.n_layer = 2;
+        shape.n_head = 2;
+        shape.n_embd = 16;
+        shape.block_size = 12;
+        shape.vocab = 20;
+        EngineSpec spec;
+        spec.model = build_gpt(shape);
+        spec.optimizer.kind = OptimizerKind::adamw;
+        spec.threads = 1;
+        spec.max_micro_batch = spec.max_eval_batch = 2;
+        auto engine = make_cpu_engine(spec);
+        engine->set_weights(init_weights(spec.model, 3));
+        std::vector<int32_t> window(12), targets(12, 0);
+        for (int t = 0; t < 12; ++t) window[static_cast<size_t>(t)] = (t * 7) % 20;
+        MicroBatch batch;
+        batch.tokens = window.data();
+        batch.labels = targets.data();
+        batch.count = 1;
+        for (int64_t row : {0, 4, 11}) {
+            std::vector<float> before(20), after(20);
+            engine->logits_row(batch, row, before.data());
+            std::vector<int32_t> changed = window;
+            for (int64_t t = row + 1; t < 12; ++t) changed[static_cast<size_t>(t)] = 19 - changed[static_cast<size_t>(t)];
+            MicroBatch other = batch;
+            other.tokens = changed.data();
+            engine->logits_row(other, row, after.data());
+            QVERIFY2(before == after, qPrintable(QString("row %1 depends on later tokens").arg(row)));
+        }
+        std::vector<float> first(20), last(20);
+        engine->logits_row(batch, 0, first.data());
+        engine->logits_row(batch, 11, last.data());
+        QVERIFY(first != last);
+    }
+
+    void samples_at_each_evaluation_are_reproducible() {
+        RunConfig c = small_gpt();
+        c.max_steps = 6;
+        c.eval_every = 3;
+        c.eval_samples = 4;
+        c.sample_chars = 40;
+        auto samples_of = [&](const RunConfig& config) {
+            std::vector<std::pair<int64_t, std::string>> samples;
+            Observer observer;
+            observer.on_sample = [&](int64_t update, const std::string& text) { samples.emplace_back(update, text); };
+            train(config, observer);
+            return samples;
+        };
+        const auto a = samples_of(c), b = samples_of(c);
+        QCOMPARE(a.size(), size_t{2});
+        QCOMPARE(a[0].first, int64_t{3});
+        QCOMPARE(a[1].first, int64_t{6});
+        const auto vocabulary = data::corpus_from_text(text_, "x").vocabulary;
+        for (const auto& [update, text] : a) {
+            QCOMPARE(text.size(), size_t{41});
+            QCOMPARE(text.front(), '\n');  // the prompt
+            for (char ch : text)
+                QVERIFY(std::find(vocabulary.begin(), vocabulary.end(), static_cast<uint8_t>(ch)) != vocabulary.end());
+        }
+        QVERIFY(a == b);
+        QVERIFY(a[0].second != a[1].second);  // the model changed in between
+        c.sample_seed = 1;
+        QVERIFY(samples_of(c) != a);
     }
 
     void model_and_data_must_match() {

@@ -224,6 +224,30 @@ private slots:
         }
     }
 
+    void errors_name_the_field_by_its_config_key() {
+        const auto key_of = [](const RunConfig& c) -> std::string {
+            try {
+                validate(c);
+            } catch (const Error& e) {
+                return e.key();
+            }
+            return "<no error>";
+        };
+        RunConfig c;
+        c.optimizer.lr = kNaN;
+        QCOMPARE(key_of(c), std::string("optimizer.lr"));  // the message says --lr
+        c = RunConfig{};
+        c.schedule.min_lr = -1.0;
+        QCOMPARE(key_of(c), std::string("schedule.min_lr"));
+        c = RunConfig{};
+        c.batch_size = 4;
+        c.step_size = 8;
+        QCOMPARE(key_of(c), std::string("step_size"));
+        c = RunConfig{};
+        c.memory_limit_bytes = -1;
+        QCOMPARE(key_of(c), std::string("memory_limit_bytes"));
+    }
+
     void nesterov_is_only_checked_for_sgd() {
         RunConfig c;
         c.optimizer.kind = OptimizerKind::adam;

@@ -73,6 +73,11 @@ struct RunConfig {
     int64_t max_steps = 0;        // 0 = no limit besides epochs
     int64_t eval_every = 0;       // also validate every N updates within an epoch; 0 = at epoch ends only
     int64_t eval_samples = 0;     // validation samples per evaluation, evenly spaced; 0 = the whole split
+    // Language models: text generated at each evaluation (characters after a newline prompt),
+    // drawn at this temperature with this seed (the same seed each time, so samples compare).
+    int64_t sample_chars = 0;
+    double sample_temperature = 1.0;
+    uint64_t sample_seed = 0;
 
     // Where and how
     std::string device = "cpu";   // cpu | cuda | cuda:N
@@ -107,18 +112,28 @@ OptimizerKind parse_optimizer(const std::string&);
 ScheduleKind parse_schedule(const std::string&);
 Precision parse_precision(const std::string&);
 ModelFamily parse_model_family(const std::string&);
+// Every name the parser of Enum accepts, in declaration order: the choices of a form's list.
+template <class Enum>
+std::vector<std::string> names_of();
+template <> std::vector<std::string> names_of<Activation>();
+template <> std::vector<std::string> names_of<OptimizerKind>();
+template <> std::vector<std::string> names_of<ScheduleKind>();
+template <> std::vector<std::string> names_of<Precision>();
+template <> std::vector<std::string> names_of<ModelFamily>();
 
 // The defaults of a model family: RunConfig{} for the MLP; for the GPT, nanoGPT's recipe
 // (AdamW lr 1e-3, betas 0.9/0.95, weight decay 0.1, clipping at 1.0, 100 warmup updates then
-// cosine to 1e-4) on the KJV corpus, batch 32, one epoch, 256 validation windows every 100
-// updates.
+// cosine to 1e-4) on the KJV corpus, batch 32, one epoch, 256 validation windows and a
+// 200-character sample at temperature 0.8 every 100 updates.
 RunConfig default_config(ModelFamily family);
 // "512MiB", "2GiB", "1.5GB", "1000000" -> bytes; throws Error on anything else.
 int64_t parse_byte_size(const std::string&);
 std::string format_bytes(int64_t bytes);
 
 // Throws Error naming the field when the configuration cannot run (step_size 0, step_size >
-// batch_size, NaN learning rate, empty hidden width, unknown device, ...). Does not touch files.
+// batch_size, NaN learning rate, empty hidden width, unknown device, ...); its key() is the
+// field's config key. Ranges come from config_fields(); fields of the other model family are
+// not checked. Does not touch files.
 void validate(const RunConfig&);
 
 }  // namespace trainbench

@@ -19,6 +19,8 @@ struct Observer {
     std::function<void(const StepMetrics&)> on_update;
     std::function<void(const EpochMetrics&)> on_epoch_end;
     std::function<void(const std::string&)> on_note;  // checkpoint written, cache released...
+    // Language models with --sample-chars: text generated at an evaluation after `update`.
+    std::function<void(int64_t update, const std::string& text)> on_sample;
 };
 
 enum class StopReason { completed, max_steps, stopped, diverged, failed };

@@ -1,10 +1,16 @@
 #include "trainbench/config_json.hpp"
 
+#include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
+#include "trainbench/config_fields.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -13,153 +19,145 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-// Optionals are written resolved so that --print-config shows the value the run will use.
-Json optimizer_to_json(const OptimizerConfig& o) {
-    Json j;
-    j["kind"] = to_string(o.kind);
-    j["lr"] = o.resolved_lr();
-    j["momentum"] = o.momentum;
-    j["dampening"] = o.dampening;
-    j["nesterov"] = o.nesterov;
-    j["weight_decay"] = o.resolved_weight_decay();
-    j["beta1"] = o.beta1;
-    j["beta2"] = o.beta2;
-    j["eps"] = o.resolved_eps();
-    j["alpha"] = o.alpha;
-    j["centered"] = o.centered;
-    j["lr_decay"] = o.lr_decay;
-    j["initial_accumulator_value"] = o.initial_accumulator_value;
-    return j;
+// "optimizer.lr" -> {"optimizer", "lr"}; "epochs" -> {"", "epochs"}.
+std::pair<std::string, std::string> split_key(const std::string& key) {
+    const auto dot = key.find('.');
+    if (dot == std::string::npos) return {"", key};
+    return {key.substr(0, dot), key.substr(dot + 1)};
 }
 
-Json schedule_to_json(const ScheduleConfig& s) {
-    Json j;
-    j["kind"] = to_string(s.kind);
-    j["warmup_steps"] = s.warmup_steps;
-    j["decay_every"] = s.decay_every;
-    j["decay_gamma"] = s.decay_gamma;
-    j["min_lr"] = s.min_lr;
-    return j;
+// Optionals are written resolved so that --print-config shows the value the run will use.
+Json field_to_json(const ConfigField& field, const RunConfig& c) {
+    return std::visit(
+        [&](const auto& access) -> Json {
+            if constexpr (std::is_same_v<std::decay_t<decltype(access)>, OptionalRealAccess>)
+                return access.resolved(c);
+            else
+                return access.read(c);
+        },
+        field.access);
 }
 
 Json config_to_json_value(const RunConfig& c) {
-    Json j;
-    j["dataset"] = c.dataset;
-    j["synthetic_samples"] = c.synthetic_samples;
-    j["val_fraction"] = c.val_fraction;
-    j["shuffle"] = c.shuffle;
-    j["seed"] = c.seed;
-    j["model"] = to_string(c.model);
-    j["hidden"] = c.hidden;
-    j["activation"] = to_string(c.activation);
-    j["n_layer"] = c.n_layer;
-    j["n_head"] = c.n_head;
-    j["n_embd"] = c.n_embd;
-    j["block_size"] = c.block_size;
-    j["batch_size"] = c.batch_size;
-    j["step_size"] = c.step_size;
-    j["optimizer"] = optimizer_to_json(c.optimizer);
-    j["schedule"] = schedule_to_json(c.schedule);
-    j["clip_grad_norm"] = c.clip_grad_norm;
-    j["epochs"] = c.epochs;
-    j["max_steps"] = c.max_steps;
-    j["eval_every"] = c.eval_every;
-    j["eval_samples"] = c.eval_samples;
-    j["device"] = c.device;
-    j["precision"] = to_string(c.precision);
-    j["threads"] = c.threads;
-    j["memory_limit_bytes"] = c.memory_limit_bytes;
-    j["auto_fit"] = c.auto_fit;
-    j["gradient_checkpointing"] = c.gradient_checkpointing;
-    j["empty_cache_steps"] = c.empty_cache_steps;
-    j["prefetch"] = c.prefetch;
-    j["preload_device"] = c.preload_device;
-    j["init_weights"] = c.init_weights;
-    j["save_weights"] = c.save_weights;
-    j["metrics_out"] = c.metrics_out;
-    j["checkpoint_every"] = c.checkpoint_every;
-    j["checkpoint_dir"] = c.checkpoint_dir;
-    j["resume_dir"] = c.resume_dir;
+    Json j = Json::object();
+    for (const ConfigField& field : config_fields()) {
+        const auto [section, name] = split_key(field.key);
+        (section.empty() ? j : j[section])[name] = field_to_json(field, c);
+    }
     return j;
 }
 
-[[noreturn]] void wrong_type(const std::string& key, const char* expected, const Json& value) {
-    throw Error("config JSON key '" + key + "' must be " + expected + ", got " +
-                value.type_name() + " " + value.dump());
+[[noreturn]] void wrong_type(const std::string& path, const char* expected, const Json& value,
+                             const std::string& field_key) {
+    throw Error("config JSON key '" + path + "' must be " + expected + ", got " + value.type_name() + " " +
+                    value.dump(),
+                field_key);
 }
 
-// Reads one JSON value into a typed field; the key path is carried only for messages.
+// Reads one JSON value into a field; `path` names the value in messages ("hidden[1]", or
+// "optimizer" for the shorthand), the Error's key is always the field's.
 struct FieldReader {
-    std::string key;
+    const ConfigField& field;
+    std::string path;
     const Json& value;
 
-    void operator()(std::string& out) const {
-        if (!value.is_string()) wrong_type(key, "a string", value);
-        out = value.get<std::string>();
+    [[noreturn]] void refuse_type(const char* expected) const { wrong_type(path, expected, value, field.key); }
+    [[noreturn]] void rethrow_with_key(const Error& e) const {
+        throw Error("config JSON key '" + path + "': " + e.what(), field.key);
     }
-    void operator()(bool& out) const {
-        if (!value.is_boolean()) wrong_type(key, "true or false", value);
-        out = value.get<bool>();
+
+    std::string text() const {
+        if (!value.is_string()) refuse_type("a string");
+        return value.get<std::string>();
     }
-    void operator()(double& out) const {
-        if (!value.is_number()) wrong_type(key, "a number", value);
-        out = value.get<double>();
+    bool boolean() const {
+        if (!value.is_boolean()) refuse_type("true or false");
+        return value.get<bool>();
     }
-    void operator()(std::optional<double>& out) const {
-        // null restores the optimizer's PyTorch default.
-        if (value.is_null()) {
-            out.reset();
-            return;
-        }
-        if (!value.is_number()) wrong_type(key, "a number or null", value);
-        out = value.get<double>();
+    double real() const {
+        if (!value.is_number()) refuse_type("a number");
+        return value.get<double>();
     }
-    void operator()(int64_t& out) const {
+    std::optional<double> optional_real() const {
+        if (value.is_null()) return std::nullopt;  // restores the optimizer's PyTorch default
+        if (!value.is_number()) refuse_type("a number or null");
+        return value.get<double>();
+    }
+    int64_t integer() const {
         if (value.is_number_unsigned()) {
             if (value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-                wrong_type(key, "an integer that fits in 64 bits", value);
+                refuse_type("an integer that fits in 64 bits");
         } else if (!value.is_number_integer()) {
-            wrong_type(key, "an integer", value);
+            refuse_type("an integer");
         }
-        out = value.get<int64_t>();
+        return value.get<int64_t>();
     }
-    void operator()(int& out) const {
-        int64_t wide = 0;
-        (*this)(wide);
-        if (wide < INT32_MIN || wide > INT32_MAX)
-            wrong_type(key, "an integer that fits in 32 bits", value);
-        out = static_cast<int>(wide);
+    int integer32() const {
+        const int64_t wide = integer();
+        if (wide < INT32_MIN || wide > INT32_MAX) refuse_type("an integer that fits in 32 bits");
+        return static_cast<int>(wide);
     }
-    void operator()(uint64_t& out) const {
+    uint64_t unsigned_integer() const {
         // nlohmann stores non-negative integer literals as unsigned, negative ones as signed.
-        if (!value.is_number_unsigned()) wrong_type(key, "an integer >= 0", value);
-        out = value.get<uint64_t>();
+        if (!value.is_number_unsigned()) refuse_type("an integer >= 0");
+        return value.get<uint64_t>();
     }
-    void operator()(std::vector<int64_t>& out) const {
-        if (!value.is_array()) wrong_type(key, "an array of integers", value);
+    std::vector<int64_t> layer_widths() const {
+        if (!value.is_array()) refuse_type("an array of integers");
         std::vector<int64_t> widths;
-        for (size_t i = 0; i < value.size(); ++i) {
-            int64_t width = 0;
-            FieldReader{key + "[" + std::to_string(i) + "]", value[i]}(width);
-            widths.push_back(width);
-        }
-        out = std::move(widths);
+        for (size_t i = 0; i < value.size(); ++i)
+            widths.push_back(FieldReader{field, path + "[" + std::to_string(i) + "]", value[i]}.integer());
+        return widths;
     }
-    template <typename Enum>
-    void parse_enum(Enum& out, Enum (*parse)(const std::string&)) const {
-        std::string text;
-        (*this)(text);
+    int64_t byte_size() const {
+        // A budget is easier to write as "512MiB" than as a byte count.
+        if (value.is_string()) {
+            try {
+                return parse_byte_size(value.get<std::string>());
+            } catch (const Error& e) {
+                rethrow_with_key(e);
+            }
+        }
+        if (!value.is_number_integer()) refuse_type("an integer or a size such as \"512MiB\"");
+        return integer();
+    }
+
+    void read_into(RunConfig& c) const {
+        std::visit(
+            [&](const auto& access) {
+                using Access = std::decay_t<decltype(access)>;
+                if constexpr (std::is_same_v<Access, MemberAccess<int64_t>>)
+                    access.write(c) = field.kind == FieldKind::byte_size ? byte_size() : integer();
+                else if constexpr (std::is_same_v<Access, MemberAccess<int>>)
+                    access.write(c) = integer32();
+                else if constexpr (std::is_same_v<Access, MemberAccess<uint64_t>>)
+                    access.write(c) = unsigned_integer();
+                else if constexpr (std::is_same_v<Access, MemberAccess<double>>)
+                    access.write(c) = real();
+                else if constexpr (std::is_same_v<Access, OptionalRealAccess>)
+                    access.member.write(c) = optional_real();
+                else if constexpr (std::is_same_v<Access, MemberAccess<bool>>)
+                    access.write(c) = boolean();
+                else if constexpr (std::is_same_v<Access, MemberAccess<std::string>>)
+                    access.write(c) = text();
+                else if constexpr (std::is_same_v<Access, MemberAccess<std::vector<int64_t>>>)
+                    access.write(c) = layer_widths();
+                else if constexpr (std::is_same_v<Access, ChoiceAccess>)
+                    read_choice(access, c);
+                else
+                    static_assert(sizeof(Access) == 0, "every FieldAccess has a JSON form");
+            },
+            field.access);
+    }
+
+    void read_choice(const ChoiceAccess& access, RunConfig& c) const {
+        const std::string name = text();
         try {
-            out = parse(text);
+            access.write(c, name);
         } catch (const Error& e) {
-            throw Error("config JSON key '" + key + "': " + e.what());
+            rethrow_with_key(e);
         }
     }
-    void operator()(Activation& out) const { parse_enum(out, &parse_activation); }
-    void operator()(OptimizerKind& out) const { parse_enum(out, &parse_optimizer); }
-    void operator()(ScheduleKind& out) const { parse_enum(out, &parse_schedule); }
-    void operator()(Precision& out) const { parse_enum(out, &parse_precision); }
-    void operator()(ModelFamily& out) const { parse_enum(out, &parse_model_family); }
 };
 
 [[noreturn]] void unknown_key(const std::string& key) {
@@ -167,66 +165,27 @@ struct FieldReader {
                 "see --print-config)");
 }
 
-void require_object(const std::string& key, const Json& value) {
-    if (!value.is_object()) wrong_type(key, "an object", value);
+// "optimizer" and "schedule": the objects that nest the fields keyed "optimizer.*", ...
+bool is_section(const std::string& name) {
+    for (const ConfigField& field : config_fields())
+        if (split_key(field.key).first == name) return true;
+    return false;
 }
 
-void apply_optimizer(const Json& j, OptimizerConfig& o) {
+void apply_section(const std::string& section, const Json& value, RunConfig& c) {
     // "optimizer": "sgd" is accepted as shorthand for {"kind": "sgd"}.
-    if (j.is_string()) {
-        FieldReader{"optimizer", j}(o.kind);
+    const ConfigField* kind = find_config_field(section + ".kind");
+    if (value.is_string() && kind) {
+        FieldReader{*kind, section, value}.read_into(c);
         return;
     }
-    require_object("optimizer", j);
-    for (const auto& [name, value] : j.items()) {
-        const FieldReader read{"optimizer." + name, value};
-        if (name == "kind") read(o.kind);
-        else if (name == "lr") read(o.lr);
-        else if (name == "momentum") read(o.momentum);
-        else if (name == "dampening") read(o.dampening);
-        else if (name == "nesterov") read(o.nesterov);
-        else if (name == "weight_decay") read(o.weight_decay);
-        else if (name == "beta1") read(o.beta1);
-        else if (name == "beta2") read(o.beta2);
-        else if (name == "eps") read(o.eps);
-        else if (name == "alpha") read(o.alpha);
-        else if (name == "centered") read(o.centered);
-        else if (name == "lr_decay") read(o.lr_decay);
-        else if (name == "initial_accumulator_value") read(o.initial_accumulator_value);
-        else unknown_key("optimizer." + name);
+    if (!value.is_object()) wrong_type(section, "an object", value, "");
+    for (const auto& [name, item] : value.items()) {
+        const std::string key = section + "." + name;
+        const ConfigField* field = find_config_field(key);
+        if (!field) unknown_key(key);
+        FieldReader{*field, key, item}.read_into(c);
     }
-}
-
-void apply_schedule(const Json& j, ScheduleConfig& s) {
-    if (j.is_string()) {
-        FieldReader{"schedule", j}(s.kind);
-        return;
-    }
-    require_object("schedule", j);
-    for (const auto& [name, value] : j.items()) {
-        const FieldReader read{"schedule." + name, value};
-        if (name == "kind") read(s.kind);
-        else if (name == "warmup_steps") read(s.warmup_steps);
-        else if (name == "decay_every") read(s.decay_every);
-        else if (name == "decay_gamma") read(s.decay_gamma);
-        else if (name == "min_lr") read(s.min_lr);
-        else unknown_key("schedule." + name);
-    }
-}
-
-void apply_memory_limit(const Json& value, int64_t& out) {
-    // A budget is easier to write as "512MiB" than as a byte count.
-    if (value.is_string()) {
-        try {
-            out = parse_byte_size(value.get<std::string>());
-        } catch (const Error& e) {
-            throw Error(std::string("config JSON key 'memory_limit_bytes': ") + e.what());
-        }
-        return;
-    }
-    if (!value.is_number_integer())
-        wrong_type("memory_limit_bytes", "an integer or a size such as \"512MiB\"", value);
-    FieldReader{"memory_limit_bytes", value}(out);
 }
 
 void apply_config(const Json& j, RunConfig& c) {
@@ -234,44 +193,14 @@ void apply_config(const Json& j, RunConfig& c) {
         throw Error(std::string("config JSON must be an object of RunConfig fields, got ") +
                     j.type_name());
     for (const auto& [name, value] : j.items()) {
-        const FieldReader read{name, value};
-        if (name == "dataset") read(c.dataset);
-        else if (name == "synthetic_samples") read(c.synthetic_samples);
-        else if (name == "val_fraction") read(c.val_fraction);
-        else if (name == "shuffle") read(c.shuffle);
-        else if (name == "seed") read(c.seed);
-        else if (name == "model") continue;  // applied first, see config_from_json
-        else if (name == "hidden") read(c.hidden);
-        else if (name == "n_layer") read(c.n_layer);
-        else if (name == "n_head") read(c.n_head);
-        else if (name == "n_embd") read(c.n_embd);
-        else if (name == "block_size") read(c.block_size);
-        else if (name == "activation") read(c.activation);
-        else if (name == "batch_size") read(c.batch_size);
-        else if (name == "step_size") read(c.step_size);
-        else if (name == "optimizer") apply_optimizer(value, c.optimizer);
-        else if (name == "schedule") apply_schedule(value, c.schedule);
-        else if (name == "clip_grad_norm") read(c.clip_grad_norm);
-        else if (name == "epochs") read(c.epochs);
-        else if (name == "max_steps") read(c.max_steps);
-        else if (name == "eval_every") read(c.eval_every);
-        else if (name == "eval_samples") read(c.eval_samples);
-        else if (name == "device") read(c.device);
-        else if (name == "precision") read(c.precision);
-        else if (name == "threads") read(c.threads);
-        else if (name == "memory_limit_bytes") apply_memory_limit(value, c.memory_limit_bytes);
-        else if (name == "auto_fit") read(c.auto_fit);
-        else if (name == "gradient_checkpointing") read(c.gradient_checkpointing);
-        else if (name == "empty_cache_steps") read(c.empty_cache_steps);
-        else if (name == "prefetch") read(c.prefetch);
-        else if (name == "preload_device") read(c.preload_device);
-        else if (name == "init_weights") read(c.init_weights);
-        else if (name == "save_weights") read(c.save_weights);
-        else if (name == "metrics_out") read(c.metrics_out);
-        else if (name == "checkpoint_every") read(c.checkpoint_every);
-        else if (name == "checkpoint_dir") read(c.checkpoint_dir);
-        else if (name == "resume_dir") read(c.resume_dir);
-        else unknown_key(name);
+        if (is_section(name)) {
+            apply_section(name, value, c);
+            continue;
+        }
+        // A dotted key is only valid nested in its section's object.
+        const ConfigField* field = split_key(name).first.empty() ? find_config_field(name) : nullptr;
+        if (!field) unknown_key(name);
+        FieldReader{*field, name, value}.read_into(c);
     }
 }
 
@@ -300,9 +229,9 @@ RunConfig config_from_json(const std::string& json_text, const RunConfig& base) 
     // {"model": "gpt"} trains with the GPT's recipe, not the MLP's optimizer.
     RunConfig config = base;
     if (j.is_object() && j.contains("model")) {
-        ModelFamily family = base.model;
-        FieldReader{"model", j["model"]}(family);
-        if (family != base.model) config = default_config(family);
+        RunConfig named = base;
+        FieldReader{*find_config_field("model"), "model", j.at("model")}.read_into(named);
+        if (named.model != base.model) config = default_config(named.model);
     }
     apply_config(j, config);
     return config;
@@ -317,7 +246,7 @@ RunConfig load_config_file(const std::string& path, const RunConfig& base) {
     try {
         return config_from_json(text.str(), base);
     } catch (const Error& e) {
-        throw Error("config file '" + path + "': " + e.what());
+        throw Error("config file '" + path + "': " + e.what(), e.key());
     }
 }
 

@@ -8,10 +8,14 @@
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <string_view>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "data/text_corpus.hpp"
+#include "trainbench/config_fields.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -86,6 +90,13 @@ std::string accepted_names(const NameTable<Enum, N>& table) {
 }
 
 template <typename Enum, size_t N>
+std::vector<std::string> all_names(const NameTable<Enum, N>& table) {
+    std::vector<std::string> names;
+    for (const auto& entry : table) names.emplace_back(entry.second);
+    return names;
+}
+
+template <typename Enum, size_t N>
 Enum parse_name(const NameTable<Enum, N>& table, const std::string& text, const char* what) {
     const std::string wanted = lowercase(text);
     for (const auto& [e, name] : table)
@@ -118,6 +129,12 @@ ModelFamily parse_model_family(const std::string& s) {
     return parse_name(kModelFamilyNames, s, "model");
 }
 
+template <> std::vector<std::string> names_of<Activation>() { return all_names(kActivationNames); }
+template <> std::vector<std::string> names_of<OptimizerKind>() { return all_names(kOptimizerNames); }
+template <> std::vector<std::string> names_of<ScheduleKind>() { return all_names(kScheduleNames); }
+template <> std::vector<std::string> names_of<Precision>() { return all_names(kPrecisionNames); }
+template <> std::vector<std::string> names_of<ModelFamily>() { return all_names(kModelFamilyNames); }
+
 RunConfig default_config(ModelFamily family) {
     RunConfig c;
     if (family == ModelFamily::mlp) return c;
@@ -139,6 +156,8 @@ RunConfig default_config(ModelFamily family) {
     // A language model's validation split is large: evaluate a fixed sample of it regularly.
     c.eval_every = 100;
     c.eval_samples = 256;
+    c.sample_chars = 200;
+    c.sample_temperature = 0.8;
     return c;
 }
 
@@ -236,36 +255,81 @@ std::string show(double value) {
     return out.str();
 }
 
-[[noreturn]] void reject(const std::string& flag, const std::string& problem) {
-    throw Error("invalid " + flag + ": " + problem);
+const ConfigField& field_with_key(std::string_view key) {
+    const ConfigField* field = find_config_field(key);
+    if (!field) throw std::logic_error("no config field '" + std::string(key) + "'");
+    return *field;
 }
 
-void require_at_least(const std::string& flag, int64_t value, int64_t minimum,
-                      const std::string& hint = {}) {
-    if (value >= minimum) return;
-    reject(flag, "must be at least " + std::to_string(minimum) + ", got " +
-                     std::to_string(value) + (hint.empty() ? "" : " (" + hint + ")"));
+[[noreturn]] void reject(const ConfigField& field, const std::string& problem) {
+    throw Error("invalid " + field.name_in_messages() + ": " + problem, field.key);
 }
 
-// NaN fails every comparison, so each check is written as "not inside the range".
-void require_in_range(const std::string& flag, double value, double low, bool low_closed,
-                      double high, bool high_closed) {
-    const bool above_low = low_closed ? value >= low : value > low;
-    const bool below_high = high_closed ? value <= high : value < high;
-    if (above_low && below_high) return;
-    const std::string range = std::string(low_closed ? "[" : "(") + show(low) + ", " +
-                              show(high) + (high_closed ? "]" : ")");
-    reject(flag, "must be in " + range + ", got " + show(value));
+[[noreturn]] void reject(std::string_view key, const std::string& problem) {
+    reject(field_with_key(key), problem);
 }
 
-void require_non_negative_finite(const std::string& flag, double value) {
-    if (std::isfinite(value) && value >= 0.0) return;
-    reject(flag, "must be a finite number >= 0, got " + show(value));
+// NaN fails every comparison, so it is outside every range with a bound.
+bool in_range(const FieldRange& range, double value) {
+    const bool above_min = !range.min || (range.min_inclusive ? value >= *range.min : value > *range.min);
+    const bool below_max = !range.max || (range.max_inclusive ? value <= *range.max : value < *range.max);
+    return above_min && below_max && (!range.finite || std::isfinite(value));
 }
 
-void require_positive_finite(const std::string& flag, double value) {
-    if (std::isfinite(value) && value > 0.0) return;
-    reject(flag, "must be a finite number > 0, got " + show(value));
+// "at least 1", "in [0, 1)", "a finite number > 0": what "must be" is followed by.
+std::string describe(const FieldRange& range, bool integer) {
+    if (range.min && range.max)
+        return std::string("in ") + (range.min_inclusive ? "[" : "(") + show(*range.min) + ", " +
+               show(*range.max) + (range.max_inclusive ? "]" : ")");
+    const std::string number = range.finite ? "a finite number " : "";
+    if (range.min) {
+        if (integer && range.min_inclusive) return "at least " + show(*range.min);
+        return number + (range.min_inclusive ? ">= " : "> ") + show(*range.min);
+    }
+    if (range.max) {
+        if (integer && range.max_inclusive) return "at most " + show(*range.max);
+        return number + (range.max_inclusive ? "<= " : "< ") + show(*range.max);
+    }
+    return "a finite number";
+}
+
+std::string hint_of(const FieldRange& range) {
+    return range.hint.empty() ? "" : " (" + range.hint + ")";
+}
+
+template <class Number>
+void check_number(const ConfigField& field, const FieldRange& range, Number value) {
+    if (in_range(range, static_cast<double>(value))) return;
+    constexpr bool integer = std::is_integral_v<Number>;
+    const std::string shown = integer ? std::to_string(value) : show(static_cast<double>(value));
+    reject(field, "must be " + describe(range, integer) + ", got " + shown + hint_of(range));
+}
+
+void check_layer_widths(const ConfigField& field, const FieldRange& range,
+                        const std::vector<int64_t>& widths) {
+    for (size_t i = 0; i < widths.size(); ++i)
+        if (!in_range(range, static_cast<double>(widths[i])))
+            reject(field, "hidden layer " + std::to_string(i) + " has width " + std::to_string(widths[i]) +
+                              "; every layer needs " + describe(range, true) + " unit" + hint_of(range));
+}
+
+void check_range(const ConfigField& field, const FieldRange& range, const RunConfig& c) {
+    std::visit(
+        [&](const auto& access) {
+            using Access = std::decay_t<decltype(access)>;
+            if constexpr (std::is_same_v<Access, OptionalRealAccess>) {
+                check_number(field, range, access.resolved(c));  // the value the run will use
+            } else if constexpr (std::is_same_v<Access, MemberAccess<std::vector<int64_t>>>) {
+                check_layer_widths(field, range, access.read(c));
+            } else if constexpr (std::is_same_v<Access, MemberAccess<int64_t>> ||
+                                 std::is_same_v<Access, MemberAccess<int>> ||
+                                 std::is_same_v<Access, MemberAccess<uint64_t>> ||
+                                 std::is_same_v<Access, MemberAccess<double>>) {
+                check_number(field, range, access.read(c));
+            }
+            // Switches, text and choices have no range: their type is their domain.
+        },
+        field.access);
 }
 
 bool is_device_syntax(const std::string& device) {
@@ -277,102 +341,54 @@ bool is_device_syntax(const std::string& device) {
                        [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-// Fields without a CLI flag are named by their config JSON key.
-void validate_optimizer(const OptimizerConfig& o) {
-    require_positive_finite("--lr", o.resolved_lr());
-    require_in_range("--momentum", o.momentum, 0.0, true, 1.0, false);
-    require_in_range("optimizer.dampening", o.dampening, 0.0, true, 1.0, true);
-    require_non_negative_finite("--weight-decay", o.resolved_weight_decay());
-    require_in_range("optimizer.beta1", o.beta1, 0.0, true, 1.0, false);
-    require_in_range("optimizer.beta2", o.beta2, 0.0, true, 1.0, false);
-    require_non_negative_finite("optimizer.eps", o.resolved_eps());
-    require_in_range("optimizer.alpha", o.alpha, 0.0, true, 1.0, true);
-    require_non_negative_finite("optimizer.lr_decay", o.lr_decay);
-    require_non_negative_finite("optimizer.initial_accumulator_value", o.initial_accumulator_value);
-    // torch.optim.SGD's rule: Nesterov momentum needs momentum and no dampening.
-    if (o.kind == OptimizerKind::sgd && o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
-        reject("optimizer.nesterov",
-               "Nesterov momentum requires --momentum > 0 and optimizer.dampening 0, got "
-                             "momentum " + show(o.momentum) + " and dampening " +
-                                 show(o.dampening));
-}
-
-void validate_schedule(const ScheduleConfig& s) {
-    require_at_least("--warmup-steps", s.warmup_steps, 0);
-    require_at_least("--decay-every", s.decay_every, 1);
-    require_positive_finite("--decay-gamma", s.decay_gamma);
-    require_non_negative_finite("schedule.min_lr", s.min_lr);
-}
-
 }  // namespace
 
 void validate(const RunConfig& c) {
+    // Ranges first: the rules below divide by and compare fields already known to be in range.
+    for (const ConfigField& field : config_fields())
+        if (field.range && field.applies_to(c.model)) check_range(field, *field.range, c);
+
+    // What no single field's range says: formats, and rules between fields.
     if (c.dataset.empty())
-        reject("--dataset", "it is empty; choose spirals, moons, blobs, sine, fashion-mnist, "
-                            "csv:PATH, idx:DIR, kjv or text:PATH");
-    require_at_least("--samples", c.synthetic_samples, 1);
-    require_in_range("--val-fraction", c.val_fraction, 0.0, true, 1.0, false);
-
-    for (size_t i = 0; i < c.hidden.size(); ++i)
-        if (c.hidden[i] < 1)
-            reject("--hidden", "hidden layer " + std::to_string(i) + " has width " +
-                                   std::to_string(c.hidden[i]) +
-                                   "; every layer needs at least 1 unit (e.g. --hidden 128,128)");
-
+        reject("dataset", "it is empty; choose spirals, moons, blobs, sine, fashion-mnist, "
+                          "csv:PATH, idx:DIR, kjv or text:PATH");
     const bool text = data::is_text_corpus_spec(c.dataset);
     if (c.model == ModelFamily::gpt && !text)
-        reject("--dataset", "--model gpt is a language model and trains on text; use --dataset kjv or --dataset "
-                            "text:PATH (or --model mlp for '" + c.dataset + "')");
+        reject("dataset", "--model gpt is a language model and trains on text; use --dataset kjv or --dataset "
+                          "text:PATH (or --model mlp for '" + c.dataset + "')");
     if (c.model == ModelFamily::mlp && text)
-        reject("--model", "'" + c.dataset + "' is a text corpus for a language model; use --model gpt");
+        reject("model", "'" + c.dataset + "' is a text corpus for a language model; use --model gpt");
     if (c.model == ModelFamily::gpt) {
         if (c.preload_device)
-            reject("--preload-device", "it keeps feature data sets on the GPU; a text corpus is copied per micro-batch, "
-                                       "leave it out with --model gpt");
-        require_at_least("--n-layer", c.n_layer, 1);
-        require_at_least("--n-head", c.n_head, 1);
-        require_at_least("--n-embd", c.n_embd, 1);
-        require_at_least("--block-size", c.block_size, 1);
+            reject("preload_device", "it keeps feature data sets on the GPU; a text corpus is copied per "
+                                     "micro-batch, leave it out with --model gpt");
         if (c.n_embd % c.n_head != 0)
-            reject("--n-head", std::to_string(c.n_head) + " heads do not divide --n-embd " + std::to_string(c.n_embd) +
-                                   " (each head gets n_embd / n_head channels); e.g. --n-embd " +
-                                   std::to_string((c.n_embd / c.n_head + 1) * c.n_head) + " or --n-head " +
-                                   std::to_string(std::max<int64_t>(1, c.n_head / 2)));
+            reject("n_head", std::to_string(c.n_head) + " heads do not divide --n-embd " + std::to_string(c.n_embd) +
+                                 " (each head gets n_embd / n_head channels); e.g. --n-embd " +
+                                 std::to_string((c.n_embd / c.n_head + 1) * c.n_head) + " or --n-head " +
+                                 std::to_string(std::max<int64_t>(1, c.n_head / 2)));
     }
 
-    require_at_least("--batch-size", c.batch_size, 1);
-    require_at_least("--step-size", c.step_size, 1,
-                     "it is the number of micro-batches accumulated per update");
     if (c.step_size > c.batch_size)
         throw Error("step_size (" + std::to_string(c.step_size) + ") is larger than batch_size (" +
-                    std::to_string(c.batch_size) +
-                    "): each micro-batch needs at least one sample; lower --step-size or raise "
-                    "--batch-size");
+                        std::to_string(c.batch_size) +
+                        "): each micro-batch needs at least one sample; lower --step-size or raise "
+                        "--batch-size",
+                    "step_size");
 
-    validate_optimizer(c.optimizer);
-    validate_schedule(c.schedule);
-    if (!(c.clip_grad_norm >= 0.0))
-        reject("--clip-grad-norm", "must be >= 0 (0 turns clipping off), got " +
-                                       show(c.clip_grad_norm));
-    require_at_least("--epochs", c.epochs, 1);
-    require_at_least("--max-steps", c.max_steps, 0, "0 means no limit");
-    require_at_least("--eval-every", c.eval_every, 0, "0 evaluates at the end of each epoch only");
-    require_at_least("--eval-samples", c.eval_samples, 0, "0 evaluates the whole validation split");
+    // torch.optim.SGD's rule: Nesterov momentum needs momentum and no dampening.
+    const OptimizerConfig& o = c.optimizer;
+    if (o.kind == OptimizerKind::sgd && o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
+        reject("optimizer.nesterov", "Nesterov momentum requires --momentum > 0 and optimizer.dampening 0, got "
+                                     "momentum " + show(o.momentum) + " and dampening " + show(o.dampening));
 
     if (!is_device_syntax(c.device))
-        reject("--device", "unknown device '" + c.device + "', expected cpu, cuda or cuda:N");
-    require_at_least("--threads", c.threads, 0, "0 uses all cores");
-
-    require_at_least("--memory-limit", c.memory_limit_bytes, 0, "0 means no budget");
+        reject("device", "unknown device '" + c.device + "', expected cpu, cuda or cuda:N");
     if (c.auto_fit && c.memory_limit_bytes == 0)
-        reject("--auto-fit", "it needs a memory budget to fit into; add --memory-limit (e.g. "
-                             "--memory-limit 512MiB)");
-    require_at_least("--empty-cache-steps", c.empty_cache_steps, 0, "0 never releases the cache");
-    require_at_least("--prefetch", c.prefetch, 0, "0 loads batches inline");
-
-    require_at_least("--checkpoint-every", c.checkpoint_every, 0, "0 writes no checkpoints");
+        reject("auto_fit", "it needs a memory budget to fit into; add --memory-limit (e.g. "
+                           "--memory-limit 512MiB)");
     if (c.checkpoint_every > 0 && c.checkpoint_dir.empty())
-        reject("--checkpoint-every", "checkpoints need a folder; add --checkpoint-dir DIR");
+        reject("checkpoint_every", "checkpoints need a folder; add --checkpoint-dir DIR");
 }
 
 }  // namespace trainbench

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "model/init_weights.hpp"
 #include "model/param_layout.hpp"
@@ -14,6 +15,7 @@
 #include "train/engine_factory.hpp"
 #include "train/micro_batch_stream.hpp"
 #include "train/peak_flops.hpp"
+#include "train/text_sampler.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
 
@@ -109,6 +111,8 @@ private:
         }
         val_targets_.resize(static_cast<size_t>(result_.plan.micro_batch));
         val_indices_.resize(static_cast<size_t>(result_.plan.micro_batch));
+        if (config_.sample_chars > 0 && data_->task == Task::language_model)
+            sampler_.emplace(*data_, config_.sample_chars, config_.sample_temperature);
         start_time_ = std::chrono::steady_clock::now();
     }
 
@@ -306,6 +310,10 @@ private:
         result_.last_epoch = validate_now(epoch);
         result_.last_epoch.epoch_ended = epoch_ended;
         if (observer_.on_epoch_end) observer_.on_epoch_end(result_.last_epoch);
+        if (sampler_) {
+            const std::string& text = sampler_->generate(*engine_, config_.sample_seed);
+            if (observer_.on_sample) observer_.on_sample(state_.update, text);
+        }
         if (!epoch_ended) return;
         state_.epoch_loss_sum = 0.0;
         state_.epoch_samples = 0;
@@ -332,6 +340,7 @@ private:
     std::vector<float> val_x_, val_targets_;
     std::vector<int32_t> val_labels_, val_tokens_;
     std::vector<int64_t> val_indices_;
+    std::optional<TextSampler> sampler_;
     std::chrono::steady_clock::time_point start_time_;
     double resume_offset_ = 0.0;
 };
