@@ -82,6 +82,34 @@ private slots:
         QVERIFY2(wider.err.contains("--n-embd"), qPrintable(wider.err));
     }
 
+    // The technique table on a GPT, where the memory techniques have activations to act on.
+    void compare_measures_the_techniques_on_a_gpt() {
+        const QString csv = scratch_.filePath("compare.csv");
+        const QString markdown = scratch_.filePath("compare.md");
+        // Two blocks: checkpointing recomputes the first (the last block's are still resident).
+        QStringList arguments =
+            small_gpt({"--n-layer", "2", "--max-steps", "3", "--out-csv", csv, "--out-md", markdown});
+        arguments[0] = "compare";
+        const CliRun run = run_cli(arguments, 300000);
+        QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+        const auto table = read_metrics_csv(csv);
+        QVERIFY(table.has_value());
+        QCOMPARE(table->rows.size(), qsizetype{8});
+        for (int i = 0; i < table->rows.size(); ++i) {
+            QVERIFY2(table->cell(i, "ok") == "1", qPrintable(table->cell(i, "error")));
+            QVERIFY(table->cell(i, "tokens_per_second").toDouble() > 0.0);
+        }
+        const auto activations = [&](int row) { return table->cell(row, "peak_activation_bytes").toLongLong(); };
+        QCOMPARE(table->cell(2, "technique"), QString("gradient accumulation"));
+        QVERIFY(activations(2) < activations(0));
+        QCOMPARE(table->cell(3, "technique"), QString("gradient checkpointing"));
+        QVERIFY(activations(3) < activations(0));
+        QFile md(markdown);
+        QVERIFY(md.open(QIODevice::ReadOnly));
+        const QString text = QString::fromUtf8(md.readAll());
+        QVERIFY2(text.contains("| tokens/s |") && text.contains("GPT L2 H2 C16 T16"), qPrintable(text));
+    }
+
     void wrong_input_gets_one_line() {
         struct Case {
             QStringList arguments;

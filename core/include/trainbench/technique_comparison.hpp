@@ -59,6 +59,8 @@ struct ComparisonRow {
     int64_t samples_per_update = 0;     // global batch
     double median_update_ms = 0.0;      // over updates after warmup_updates
     double samples_per_second = 0.0;    // samples_per_update / median update time
+    int64_t tokens_per_sample = 0;      // language models: the context length; 0 otherwise
+    double tokens_per_second() const { return samples_per_second * static_cast<double>(tokens_per_sample); }
     int64_t peak_memory_bytes = 0;      // engine allocator: largest total held (live + cache)
     int64_t peak_activation_bytes = 0;
     int64_t peak_rss_bytes = 0;

@@ -99,6 +99,7 @@ struct RunMeasurements {
     int64_t peak_activations = 0;
     int64_t peak_rss = 0;
     int64_t batch_samples = 0;
+    int64_t tokens_per_sample = 0;
     std::string model_summary;
 };
 
@@ -130,6 +131,7 @@ RunResult run_measured(const RunConfig& config, const std::atomic<bool>* stop,
     observer.on_start = [&out](const RunPlan& plan) {
         out.model_summary = plan.model_summary;
         out.batch_samples = plan.global_batch;
+        out.tokens_per_sample = plan.tokens_per_sample;
     };
     observer.on_update = [&out](const StepMetrics& m) {
         out.update_ms.push_back(m.update_ms);
@@ -275,6 +277,7 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
         row.model_summary = measured.model_summary;
         row.updates = static_cast<int64_t>(measured.update_ms.size());
         row.samples_per_update = measured.batch_samples;
+        row.tokens_per_sample = measured.tokens_per_sample;
         row.median_update_ms = median_after(measured.update_ms, options.warmup_updates);
         row.samples_per_second = row.median_update_ms > 0.0
                                      ? 1000.0 * static_cast<double>(row.samples_per_update) / row.median_update_ms
@@ -315,8 +318,12 @@ std::string comparison_to_markdown(const std::vector<ComparisonRow>& rows) {
             << "updates; peak memory = the engine allocator's largest total held, cache included)."
             << "\n\n";
     }
+    // A language model's throughput reads in tokens (samples x context length).
+    const bool tokens = !rows.empty() && rows.front().tokens_per_sample > 0;
     out << "| technique | change | claimed: faster? | claimed: less memory? | update time (ms) "
-           "| update time change | samples/s | throughput change | peak memory | "
+           "| update time change | "
+        << (tokens ? "tokens/s" : "samples/s")
+        << " | throughput change | peak memory | "
            "peak memory change | final loss |\n";
     out << "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
     for (const auto& row : rows) {
@@ -327,7 +334,7 @@ std::string comparison_to_markdown(const std::vector<ComparisonRow>& rows) {
             continue;
         }
         out << number(row.median_update_ms, "%.3f") << " | " << signed_percent(row.update_time_change_pct)
-            << " | " << number(row.samples_per_second, "%.0f") << " | "
+            << " | " << number(tokens ? row.tokens_per_second() : row.samples_per_second, "%.0f") << " | "
             << signed_percent(row.throughput_change_pct) << " | " << format_bytes(row.peak_memory_bytes)
             << " | " << signed_percent(row.peak_memory_change_pct) << " | "
             << number(row.final_loss, "%.4f") << " |\n";
@@ -340,7 +347,7 @@ std::string comparison_to_csv(const std::vector<ComparisonRow>& rows) {
     out << "technique,change,claimed_faster,claimed_less_memory,ok,error,dataset,model,device,"
            "precision,batch_size,step_size,updates,median_update_ms,samples_per_second,"
            "peak_memory_bytes,peak_activation_bytes,peak_rss_bytes,final_loss,"
-           "update_time_change_pct,throughput_change_pct,peak_memory_change_pct\n";
+           "update_time_change_pct,throughput_change_pct,peak_memory_change_pct,tokens_per_second\n";
     for (const auto& row : rows) {
         out << csv_field(to_string(row.technique)) << ',' << csv_field(row.change) << ','
             << csv_field(row.claim.faster) << ',' << csv_field(row.claim.less_memory) << ','
@@ -351,7 +358,8 @@ std::string comparison_to_csv(const std::vector<ComparisonRow>& rows) {
             << number(row.samples_per_second) << ',' << row.peak_memory_bytes << ','
             << row.peak_activation_bytes << ',' << row.peak_rss_bytes << ',' << number(row.final_loss)
             << ',' << number(row.update_time_change_pct) << ',' << number(row.throughput_change_pct)
-            << ',' << number(row.peak_memory_change_pct) << '\n';
+            << ',' << number(row.peak_memory_change_pct) << ','
+            << (row.tokens_per_sample > 0 ? number(row.tokens_per_second()) : std::string()) << '\n';
     }
     return out.str();
 }
