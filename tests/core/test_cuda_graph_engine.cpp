@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/compute_engine.hpp"
+#include "core/same_bits.hpp"
 #include "model/build_model.hpp"
 #include "model/init_weights.hpp"
 #include "trainbench/error.hpp"
@@ -195,15 +196,6 @@ TensorComparison compare_tensors(const ModelWeights& got, const ModelWeights& wa
         }
     }
     return c;
-}
-
-bool same_bits(const ModelWeights& a, const ModelWeights& b) {
-    if (a.tensors.size() != b.tensors.size()) return false;
-    for (size_t i = 0; i < a.tensors.size(); ++i)
-        if (a.tensors[i].data.size() != b.tensors[i].data.size() ||
-            std::memcmp(a.tensors[i].data.data(), b.tensors[i].data.data(), a.tensors[i].data.size() * 4) != 0)
-            return false;
-    return true;
 }
 
 }  // namespace

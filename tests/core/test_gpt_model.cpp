@@ -13,6 +13,7 @@
 
 #include "backend/compute_engine.hpp"
 #include "core/allocation_counter.hpp"
+#include "core/same_bits.hpp"
 #include "model/build_model.hpp"
 #include "model/init_weights.hpp"
 #include "trainbench/weights.hpp"
@@ -135,15 +136,6 @@ Trace train_fixture(ComputeEngine& engine, int updates, const std::vector<int64_
     }
     trace.weights = engine.weights();
     return trace;
-}
-
-bool same_bits(const ModelWeights& a, const ModelWeights& b) {
-    if (a.tensors.size() != b.tensors.size()) return false;
-    for (size_t i = 0; i < a.tensors.size(); ++i)
-        if (a.tensors[i].data.size() != b.tensors[i].data.size() ||
-            std::memcmp(a.tensors[i].data.data(), b.tensors[i].data.data(), a.tensors[i].data.size() * 4) != 0)
-            return false;
-    return true;
 }
 
 }  // namespace

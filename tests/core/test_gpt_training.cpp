@@ -19,6 +19,7 @@
 #include "error_expectations.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/trainer.hpp"
+#include "core/same_bits.hpp"
 
 using namespace trainbench;
 
@@ -81,13 +82,6 @@ double relative_difference(const ModelWeights& a, const ModelWeights& b) {
             norm += std::pow(double(a.tensors[t].data[i]), 2);
         }
     return std::sqrt(diff / norm);
-}
-
-bool same_bits(const ModelWeights& a, const ModelWeights& b) {
-    if (a.tensors.size() != b.tensors.size()) return false;
-    for (size_t t = 0; t < a.tensors.size(); ++t)
-        if (a.tensors[t].data != b.tensors[t].data) return false;
-    return true;
 }
 
 }  // namespace

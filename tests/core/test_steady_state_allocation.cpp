@@ -12,6 +12,30 @@
 
 using namespace trainbench;
 
+namespace {
+
+// Trains `config` (40 updates) and counts the allocations of updates 5 to 35, after the first
+// ones have filled the arena's cache.
+void expect_no_allocation_in_updates_5_to_35(const RunConfig& config, std::shared_ptr<const Dataset> data) {
+    long during = 0;
+    Observer observer;
+    observer.on_update = [&](const StepMetrics& m) {
+        if (m.update == 5) {
+            allocations = 0;
+            counting = true;
+        }
+        if (m.update == 35) {
+            counting = false;
+            during = allocations.load();
+        }
+    };
+    const RunResult result = train(config, observer, nullptr, std::move(data));
+    QVERIFY2(result.reason == StopReason::max_steps, result.message.c_str());
+    QVERIFY2(during == 0, qPrintable(QString("%1 allocations during 30 updates").arg(during)));
+}
+
+}  // namespace
+
 class TestSteadyStateAllocation : public QObject {
     Q_OBJECT
 private slots:
@@ -39,21 +63,7 @@ private slots:
         config.precision = parse_precision(precision.toStdString());
         config.gradient_checkpointing = checkpointing;
         config.prefetch = prefetch;
-        long during = 0;
-        Observer observer;
-        observer.on_update = [&](const StepMetrics& m) {
-            if (m.update == 5) {
-                allocations = 0;
-                counting = true;
-            }
-            if (m.update == 35) {
-                counting = false;
-                during = allocations.load();
-            }
-        };
-        const RunResult result = train(config, observer, nullptr, data);
-        QCOMPARE(result.reason, StopReason::max_steps);
-        QVERIFY2(during == 0, qPrintable(QString("%1 allocations during 30 updates").arg(during)));
+        expect_no_allocation_in_updates_5_to_35(config, data);
     }
 
     // A GPT on a text: token windows through the loader, attention, LayerNorm, embedding and
@@ -86,21 +96,7 @@ private slots:
         config.eval_samples = 16;
         config.gradient_checkpointing = checkpointing;
         config.prefetch = prefetch;
-        long during = 0;
-        Observer observer;
-        observer.on_update = [&](const StepMetrics& m) {
-            if (m.update == 5) {
-                allocations = 0;
-                counting = true;
-            }
-            if (m.update == 35) {
-                counting = false;
-                during = allocations.load();
-            }
-        };
-        const RunResult result = train(config, observer);
-        QVERIFY2(result.reason == StopReason::max_steps, result.message.c_str());
-        QVERIFY2(during == 0, qPrintable(QString("%1 allocations during 30 updates").arg(during)));
+        expect_no_allocation_in_updates_5_to_35(config, nullptr);
     }
 };
 
