@@ -61,11 +61,8 @@ fi
 # The issue's benchmark configuration, the same for both programs.
 n_layer=4 n_head=4 n_embd=128 block_size=128 batch_size=32 lr=1e-3
 
-python=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
-if ! "$python" -c 'import torch' 2>/dev/null; then
-    echo "gpt_throughput.sh: PyTorch is missing; install it with: sudo apt-get install -y python3-torch libopenblas0-pthread" >&2
-    exit 1
-fi
+source "$root/bench/cpu_bench_common.sh"
+require_torch gpt_throughput.sh
 # Debian's torch multiplies matrices with whatever libblas.so.3 points to: without
 # libopenblas0-pthread that is the reference BLAS, about 20x slower, and the comparison is void.
 blas=$("$python" -c 'import torch; torch.ones(2, 2) @ torch.ones(2, 2)
@@ -101,16 +98,7 @@ if [[ $dataset == kjv ]] && ! "$cli" train --model gpt --dataset kjv --n-layer 1
     dataset="text:$out_dir/docs_text.txt"
 fi
 
-load_average() { cut -d' ' -f1-3 /proc/loadavg; }
-
-# Other work on the machine distorts every figure; optionally wait (up to 10 minutes) for quiet.
-if [[ -n $max_load ]]; then
-    for _ in $(seq 60); do
-        awk -v limit="$max_load" '{ exit !($1 < limit) }' /proc/loadavg && break
-        echo "waiting for load < $max_load (now $(load_average))" >&2
-        sleep 10
-    done
-fi
+[[ -z $max_load ]] || wait_for_load_below "$max_load"
 
 gpt="--n-layer $n_layer --n-head $n_head --n-embd $n_embd --block-size $block_size --batch-size $batch_size"
 # --schedule constant --warmup-steps 0: the PyTorch side's constant lr (the GPT recipe's default

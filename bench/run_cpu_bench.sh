@@ -32,11 +32,8 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 
-python=/usr/bin/python3  # Debian's interpreter: the one with python3-torch
-if ! "$python" -c 'import torch' 2>/dev/null; then
-    echo "run_cpu_bench.sh: PyTorch is missing; install it with: sudo apt-get install -y python3-torch libopenblas0-pthread" >&2
-    exit 1
-fi
+source "$root/bench/cpu_bench_common.sh"
+require_torch run_cpu_bench.sh
 
 if [[ $no_build -eq 0 ]]; then
     if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
@@ -46,16 +43,7 @@ if [[ $no_build -eq 0 ]]; then
     cmake --build "$build_dir" --target gemm_peak mlp_throughput trainbench-cli -j"$(nproc)" >/dev/null
 fi
 
-load_average() { cut -d' ' -f1-3 /proc/loadavg; }
-
-# Other work on the machine distorts every figure; optionally wait (up to 10 minutes) for quiet.
-if [[ -n $max_load ]]; then
-    for _ in $(seq 60); do
-        awk -v limit="$max_load" '{ exit !($1 < limit) }' /proc/loadavg && break
-        echo "waiting for load < $max_load (now $(load_average))" >&2
-        sleep 10
-    done
-fi
+[[ -z $max_load ]] || wait_for_load_below "$max_load"
 
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
