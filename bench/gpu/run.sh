@@ -170,40 +170,35 @@ gpt_text() {
   for _ in 1 2 3 4 5 6 7 8 9 10; do cat "$work/gpt_text.txt"; done > "$work/gpt_text_x10.txt"
 }
 
+# qt_suite NAME TITLE SHOWN GREP_FLAGS...: runs tests/core/NAME.cpp's executable on the GPU, shows
+# the first SHOWN lines of its failures, skips and measurements, and records one PASS or FAIL
+# (a skip counts as a failure here: on this machine every check must run).
+qt_suite() {
+  local name="$1" title="$2" shown="$3"; shift 3
+  local suite="$build/tests/core_$name" log="$work/$name.txt" status totals
+  if [ ! -x "$suite" ]; then
+    record "FAIL Qt Test suite core/$name: not built (no Qt 6 Test in .deps)"
+    return
+  fi
+  with_deps_libs "$suite" -o "$log,txt" > /dev/null 2>&1
+  status=$?
+  totals="$(grep -E "^Totals:" "$log")"
+  grep -E "^(FAIL|SKIP|QINFO)" "$@" "$log" | head -"$shown"
+  if [ $status -eq 0 ] && ! grep -q "^SKIP" "$log"; then
+    record "PASS Qt Test suite $title on the GPU: $totals"
+  else
+    record "FAIL Qt Test suite $title on the GPU (exit $status, skips count as failures here): $totals"
+  fi
+}
+
 if wants tests; then
   step "tests: tests/core/test_cuda_engine.cpp on the GPU"
-  suite="$build/tests/core_test_cuda_engine"
-  if [ -x "$suite" ]; then
-    with_deps_libs "$suite" -o "$work/test_cuda_engine.txt,txt" > /dev/null 2>&1
-    status=$?
-    totals="$(grep -E "^Totals:" "$work/test_cuda_engine.txt")"
-    grep -E "^(FAIL|SKIP|QINFO)" "$work/test_cuda_engine.txt" | head -20
-    if [ $status -eq 0 ] && ! grep -q "^SKIP" "$work/test_cuda_engine.txt"; then
-      record "PASS Qt Test suite core/test_cuda_engine on the GPU: $totals"
-    else
-      record "FAIL Qt Test suite core/test_cuda_engine on the GPU (exit $status, skips count as failures here): $totals"
-    fi
-  else
-    record "FAIL Qt Test suite core/test_cuda_engine: not built (no Qt 6 Test in .deps)"
-  fi
+  qt_suite test_cuda_engine "core/test_cuda_engine" 20
 fi
 
 if wants gpt; then
   step "gpt: tests/core/test_cuda_graph_engine.cpp on the GPU"
-  suite="$build/tests/core_test_cuda_graph_engine"
-  if [ -x "$suite" ]; then
-    with_deps_libs "$suite" -o "$work/test_cuda_graph_engine.txt,txt" > /dev/null 2>&1
-    status=$?
-    totals="$(grep -E "^Totals:" "$work/test_cuda_graph_engine.txt")"
-    grep -E "^(FAIL|SKIP|QINFO)" -A1 "$work/test_cuda_graph_engine.txt" | head -40
-    if [ $status -eq 0 ] && ! grep -q "^SKIP" "$work/test_cuda_graph_engine.txt"; then
-      record "PASS Qt Test suite core/test_cuda_graph_engine (GPT) on the GPU: $totals"
-    else
-      record "FAIL Qt Test suite core/test_cuda_graph_engine (GPT) on the GPU (exit $status, skips count as failures here): $totals"
-    fi
-  else
-    record "FAIL Qt Test suite core/test_cuda_graph_engine: not built (no Qt 6 Test in .deps)"
-  fi
+  qt_suite test_cuda_graph_engine "core/test_cuda_graph_engine (GPT)" 40 -A1
 fi
 
 if wants gptcheck; then
