@@ -57,25 +57,7 @@ cudaDataType_t cuda_type(StorageType type) {
 
 // Median milliseconds of one call, each repeat timed on its own between events.
 double median_ms(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream) {
-    for (int i = 0; i < kWarmup; ++i) {
-        if (!gemm.run(call, stream)) throw Error("cuBLASLt has no algorithm for this product");
-    }
-    cudaEvent_t start, stop;
-    TRAINBENCH_CUDA_CHECK(cudaEventCreate(&start));
-    TRAINBENCH_CUDA_CHECK(cudaEventCreate(&stop));
-    std::vector<float> times;
-    for (int i = 0; i < kRepeats; ++i) {
-        TRAINBENCH_CUDA_CHECK(cudaEventRecord(start, stream));
-        gemm.run(call, stream);
-        TRAINBENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
-        TRAINBENCH_CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0.0f;
-        TRAINBENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        times.push_back(ms);
-    }
-    TRAINBENCH_CUDA_CHECK(cudaGetLastError());
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
+    std::vector<float> times = time_gemm_ms(gemm, call, stream, kWarmup, kRepeats);
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
 }

@@ -1,10 +1,10 @@
 #include "backend/cuda/cuda_matmul_peak.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/gemm.hpp"
-#include "trainbench/error.hpp"
 
 namespace trainbench {
 
@@ -25,8 +25,7 @@ CudaMatmulPeak measure_cuda_matmul_flops(int device_index, Precision precision) 
     void* d = nullptr;
     void* workspace = nullptr;
     cudaStream_t stream = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
-    double best_ms = 1e30;
+    std::vector<float> times;
     try {
         TRAINBENCH_CUDA_CHECK(cudaMalloc(&a, matrix_bytes));
         TRAINBENCH_CUDA_CHECK(cudaMalloc(&b, matrix_bytes));
@@ -37,8 +36,6 @@ CudaMatmulPeak measure_cuda_matmul_flops(int device_index, Precision precision) 
         TRAINBENCH_CUDA_CHECK(cudaMemset(a, 0x3C, matrix_bytes));
         TRAINBENCH_CUDA_CHECK(cudaMemset(b, 0x3C, matrix_bytes));
         TRAINBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        TRAINBENCH_CUDA_CHECK(cudaEventCreate(&start));
-        TRAINBENCH_CUDA_CHECK(cudaEventCreate(&stop));
         cuda::GemmRunner gemm;
         gemm.set_workspace(workspace, cuda::GemmRunner::kWorkspaceBytes);
         cuda::GemmCall call;
@@ -51,27 +48,15 @@ CudaMatmulPeak measure_cuda_matmul_flops(int device_index, Precision precision) 
         call.ldd = n;
         call.input_type = type;
         call.output_type = type;
-        if (!gemm.run(call, stream)) throw Error("cuBLASLt has no algorithm for a square product on this GPU");
-        for (int r = 0; r < repeats; ++r) {
-            TRAINBENCH_CUDA_CHECK(cudaEventRecord(start, stream));
-            gemm.run(call, stream);
-            TRAINBENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
-            TRAINBENCH_CUDA_CHECK(cudaEventSynchronize(stop));
-            float ms = 0.0f;
-            TRAINBENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-            best_ms = std::min(best_ms, static_cast<double>(ms));
-        }
+        times = cuda::time_gemm_ms(gemm, call, stream, 1, repeats);
     } catch (...) {
         cudaFree(a), cudaFree(b), cudaFree(d), cudaFree(workspace);
         if (stream) cudaStreamDestroy(stream);
-        if (start) cudaEventDestroy(start);
-        if (stop) cudaEventDestroy(stop);
         throw;
     }
     cudaFree(a), cudaFree(b), cudaFree(d), cudaFree(workspace);
     cudaStreamDestroy(stream);
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
+    const double best_ms = *std::min_element(times.begin(), times.end());
     return {2.0 * static_cast<double>(n) * n * n / (best_ms / 1000.0), properties.name};
 }
 

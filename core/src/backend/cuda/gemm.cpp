@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "backend/cuda/cuda_check.hpp"
+#include "trainbench/error.hpp"
 
 namespace trainbench::cuda {
 
@@ -163,6 +164,34 @@ bool GemmRunner::run(const GemmCall& call, cudaStream_t stream) {
                                            plan.layout_d, call.d, plan.layout_d, &plan.algo,
                                            workspace_, workspace_bytes_, stream));
     return true;
+}
+
+std::vector<float> time_gemm_ms(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream, int warmup, int repeats) {
+    for (int i = 0; i < warmup; ++i)
+        if (!gemm.run(call, stream)) throw Error("cuBLASLt has no algorithm for this product");
+    cudaEvent_t start = nullptr, stop = nullptr;
+    TRAINBENCH_CUDA_CHECK(cudaEventCreate(&start));
+    TRAINBENCH_CUDA_CHECK(cudaEventCreate(&stop));
+    std::vector<float> times;
+    try {
+        for (int i = 0; i < repeats; ++i) {
+            TRAINBENCH_CUDA_CHECK(cudaEventRecord(start, stream));
+            gemm.run(call, stream);
+            TRAINBENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
+            TRAINBENCH_CUDA_CHECK(cudaEventSynchronize(stop));
+            float ms = 0.0f;
+            TRAINBENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+            times.push_back(ms);
+        }
+        TRAINBENCH_CUDA_CHECK(cudaGetLastError());
+    } catch (...) {
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        throw;
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return times;
 }
 
 }  // namespace trainbench::cuda

@@ -56,4 +56,9 @@ private:
     std::vector<Plan*> plans_;
 };
 
+// Times `call`: `warmup` untimed runs (throws Error when cuBLASLt has no algorithm for it),
+// then `repeats` runs, each between its own pair of events on `stream`. Returns the
+// milliseconds of each timed run, in order.
+std::vector<float> time_gemm_ms(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream, int warmup, int repeats);
+
 }  // namespace trainbench::cuda
