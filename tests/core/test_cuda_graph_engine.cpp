@@ -272,7 +272,7 @@ private slots:
         QVERIFY(windows.count() >= 2 * B);
 
         // One micro-batch: loss and every gradient.
-        auto cpu = make_cpu_graph_engine(gpt_spec(shape));
+        auto cpu = make_cpu_engine(gpt_spec(shape));
         auto gpu = make_cuda_engine(gpt_spec(shape));
         cpu->set_weights(initial);
         gpu->set_weights(initial);
@@ -309,7 +309,7 @@ private slots:
         QCOMPARE(gpu_eval.correct, cpu_eval.correct);
 
         // 10 AdamW updates of two micro-batches each, with clipping.
-        auto cpu_run = make_cpu_graph_engine(gpt_spec(shape));
+        auto cpu_run = make_cpu_engine(gpt_spec(shape));
         auto gpu_run = make_cuda_engine(gpt_spec(shape));
         cpu_run->set_weights(initial);
         gpu_run->set_weights(initial);
@@ -373,7 +373,7 @@ private slots:
         batch.labels = labels.data();
         batch.targets = targets.data();
         batch.count = samples;
-        auto cpu = make_cpu_graph_engine(spec);
+        auto cpu = make_cpu_engine(spec);
         auto gpu = make_cuda_graph_engine(spec);
         const ModelWeights initial = init_weights(spec.model, 3);
         cpu->set_weights(initial);

@@ -90,13 +90,10 @@ public:
     virtual std::pair<int64_t, int64_t> device_memory() const { return {0, 0}; }
 };
 
-// Planned bytes by category for `spec` on the CPU engine: exactly what it will allocate.
+// The CPU engine: the executor over the model description (plan/graph_plan.hpp), every model
+// family in fp32, bf16 and fp16. Its planned bytes by category are exactly what it allocates.
 BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec);
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);
-// The same engine under the name of what it is: the executor over the model description
-// (plan/graph_plan.hpp), every model family in fp32, bf16 and fp16.
-BytesByCategory plan_cpu_graph_memory(const EngineSpec& spec);
-std::unique_ptr<ComputeEngine> make_cpu_graph_engine(const EngineSpec& spec);
 
 #ifdef TRAINBENCH_WITH_CUDA
 BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec);

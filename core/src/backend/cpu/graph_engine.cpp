@@ -473,14 +473,8 @@ private:
 
 }  // namespace
 
-BytesByCategory plan_cpu_graph_memory(const EngineSpec& spec) { return plan_for(spec).planned_bytes(); }
+BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec) { return plan_for(spec).planned_bytes(); }
 
-std::unique_ptr<ComputeEngine> make_cpu_graph_engine(const EngineSpec& spec) {
-    return std::make_unique<GraphEngine>(spec);
-}
-
-// The CPU engine is this executor, for every model family.
-BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec) { return plan_cpu_graph_memory(spec); }
-std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec) { return make_cpu_graph_engine(spec); }
+std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec) { return std::make_unique<GraphEngine>(spec); }
 
 }  // namespace trainbench
