@@ -9,7 +9,13 @@ const char* metrics_csv_header() {
     return "update,epoch,samples_seen,wall_seconds,loss,learning_rate,grad_norm,update_ms,"
            "samples_per_second,batch_samples,loss_scale,skipped,mem_parameters,mem_gradients,"
            "mem_optimizer_state,mem_master_weights,mem_activations,mem_workspace,mem_cache,"
-           "mem_total,mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy,tokens_per_second,mfu";
+           "mem_total,mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy,tokens_per_second,mfu,"
+           // Added later, so at the end: each category's peak during the update, and the
+           // most live bytes at once during it (torch.cuda.max_memory_allocated after
+           // reset_peak_memory_stats at the update's start).
+           "mem_update_peak_parameters,mem_update_peak_gradients,mem_update_peak_optimizer_state,"
+           "mem_update_peak_master_weights,mem_update_peak_activations,mem_update_peak_workspace,"
+           "mem_update_peak_cache,mem_update_peak_live";
 }
 
 MetricsCsvWriter::MetricsCsvWriter(const std::string& path) : file_(path) {
@@ -32,6 +38,12 @@ void MetricsCsvWriter::commit() {
 
 namespace {
 
+// The order of the per-category memory columns (mem_<category>, mem_update_peak_<category>).
+constexpr MemoryCategory kCategoryColumns[] = {
+    MemoryCategory::parameters,  MemoryCategory::gradients,  MemoryCategory::optimizer_state,
+    MemoryCategory::master_weights, MemoryCategory::activations, MemoryCategory::workspace,
+    MemoryCategory::cache};
+
 // Empty for NaN: the figure does not exist for this row (no validation, regression accuracy).
 void write_optional(std::FILE* out, double value) {
     if (std::isnan(value)) std::fputc(',', out);
@@ -48,11 +60,7 @@ void MetricsCsvWriter::write_pending(const EpochMetrics* epoch) {
                  m.update, m.epoch, m.samples_seen, m.wall_seconds, m.loss, m.learning_rate,
                  m.grad_norm, m.update_ms, m.samples_per_second, m.batch_samples, m.loss_scale,
                  m.skipped ? 1 : 0);
-    for (MemoryCategory category :
-         {MemoryCategory::parameters, MemoryCategory::gradients, MemoryCategory::optimizer_state,
-          MemoryCategory::master_weights, MemoryCategory::activations, MemoryCategory::workspace,
-          MemoryCategory::cache})
-        std::fprintf(out, ",%" PRId64, m.memory.bytes(category));
+    for (MemoryCategory category : kCategoryColumns) std::fprintf(out, ",%" PRId64, m.memory.bytes(category));
     std::fprintf(out, ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64, m.memory.reserved,
                  m.memory.reserved_peak, m.rss_bytes, m.device_used_bytes);
     const double nan = std::nan("");
@@ -60,7 +68,9 @@ void MetricsCsvWriter::write_pending(const EpochMetrics* epoch) {
     write_optional(out, epoch ? epoch->val_accuracy : nan);
     write_optional(out, m.tokens_per_second > 0.0 ? m.tokens_per_second : nan);  // language models only
     write_optional(out, m.mfu);
-    std::fputc('\n', out);
+    for (MemoryCategory category : kCategoryColumns)
+        std::fprintf(out, ",%" PRId64, m.memory.update_peak_bytes(category));
+    std::fprintf(out, ",%" PRId64 "\n", m.memory.update_live_peak);
     pending_.reset();
     ++rows_written_;
 }

@@ -7,6 +7,7 @@
 #include <QThread>
 
 #include <csignal>
+#include <map>
 
 #include "cli/cli_process.hpp"
 
@@ -22,7 +23,13 @@ const char* kMetricsHeader =
     "update,epoch,samples_seen,wall_seconds,loss,learning_rate,grad_norm,update_ms,"
     "samples_per_second,batch_samples,loss_scale,skipped,mem_parameters,mem_gradients,"
     "mem_optimizer_state,mem_master_weights,mem_activations,mem_workspace,mem_cache,mem_total,"
-    "mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy,tokens_per_second,mfu";
+    "mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy,tokens_per_second,mfu,"
+    "mem_update_peak_parameters,mem_update_peak_gradients,mem_update_peak_optimizer_state,"
+    "mem_update_peak_master_weights,mem_update_peak_activations,mem_update_peak_workspace,"
+    "mem_update_peak_cache,mem_update_peak_live";
+
+const char* kCategories[] = {"parameters",  "gradients", "optimizer_state", "master_weights",
+                             "activations", "workspace", "cache"};
 
 }  // namespace
 
@@ -79,6 +86,45 @@ private slots:
         QCOMPARE(table->cell(14, "samples_seen").toInt(), 900);
         QVERIFY(table->cell(0, "mem_parameters").toLongLong() > 0);
         QVERIFY(table->cell(0, "mem_peak_total").toLongLong() >= table->cell(0, "mem_total").toLongLong());
+    }
+
+    // The held-after-update columns cannot tell what checkpointing did (activations are 0
+    // after every update either way); the per-update peaks can.
+    void update_peaks_show_what_checkpointing_does() {
+        std::map<bool, MetricsTable> tables;
+        for (bool checkpointing : {false, true}) {
+            const QString metrics = path(checkpointing ? "peaks-checkpointed.csv" : "peaks.csv");
+            QStringList arguments{"train", "--dataset", "spirals", "--samples", "1000", "--hidden", "64,64,64,64",
+                                  "--max-steps", "6", "--threads", "1", "--metrics-out", metrics};
+            if (checkpointing) arguments << "--gradient-checkpointing";
+            CliRun run = run_cli(arguments);
+            QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+            auto table = read_metrics_csv(metrics);
+            QVERIFY(table.has_value());
+            QCOMPARE(table->rows.size(), 6);
+            for (int i = 0; i < table->rows.size(); ++i) {
+                QCOMPARE(table->rows[i].size(), table->header.size());
+                QCOMPARE(table->cell(i, "mem_activations").toLongLong(), 0);
+                QVERIFY(table->cell(i, "mem_update_peak_activations").toLongLong() > 0);
+                // A peak during the update is at least what is held at its end, and the live
+                // peak at most what was ever held (live + cache).
+                for (const char* category : kCategories) {
+                    const QString name(category);
+                    QVERIFY2(table->cell(i, "mem_update_peak_" + name).toLongLong() >= table->cell(i, "mem_" + name).toLongLong(),
+                             qPrintable(QString("update %1, %2").arg(i + 1).arg(name)));
+                }
+                const qint64 live_peak = table->cell(i, "mem_update_peak_live").toLongLong();
+                QVERIFY(live_peak >= table->cell(i, "mem_update_peak_activations").toLongLong() +
+                                         table->cell(i, "mem_parameters").toLongLong());
+                QVERIFY(live_peak <= table->cell(i, "mem_peak_total").toLongLong());
+            }
+            tables[checkpointing] = *table;
+        }
+        for (int i = 0; i < 6; ++i) {
+            const qint64 kept = tables[false].cell(i, "mem_update_peak_activations").toLongLong();
+            const qint64 recomputed = tables[true].cell(i, "mem_update_peak_activations").toLongLong();
+            QVERIFY2(recomputed < kept, qPrintable(QString("%1 vs %2").arg(recomputed).arg(kept)));
+        }
     }
 
     void saved_weights_reload_as_initial_weights() {

@@ -63,6 +63,7 @@ void TrackingArena::release(void* block) {
             b.live = false;
             count_out(b.category, b.bytes);
             count_in(MemoryCategory::cache, b.bytes);
+            note_peaks();  // the cache grew: its peaks (update and run) may be new
             return;
         }
     }

@@ -57,6 +57,9 @@ public:
         prepare();
         if (observer_.on_start) observer_.on_start(result_.plan);
         if (!result_.plan.auto_fit_note.empty()) note(result_.plan.auto_fit_note);
+        if (!config_.resume_dir.empty())
+            note("resumed from the checkpoint of update " + std::to_string(state_.update) + " (" +
+                 checkpoint_path(config_.resume_dir) + ")");
         try {
             loop();
         } catch (const Error& e) {
