@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "main_window.hpp"
+#include "trainbench/config_fields.hpp"
 
 namespace {
 
@@ -38,14 +40,18 @@ std::filesystem::path cli_next_to_this_program(const char* argv0) {
 }
 
 int run_default_example_headless(const char* argv0) {
-    const std::string cli = cli_next_to_this_program(argv0).string();
-    const char* args[] = {cli.c_str(), "train", "--dataset", "spirals", "--epochs", "5", nullptr};
-    std::fprintf(stderr,
-                 "trainbench: no display found; running the default example headless: "
-                 "trainbench-cli train --dataset spirals --epochs 5\n");
+    std::vector<std::string> arguments{cli_next_to_this_program(argv0).string(), "train"};
+    for (auto& argument : trainbench::cli_arguments_for(trainbench::default_example_config()))
+        arguments.push_back(std::move(argument));
+    std::string shown = "trainbench-cli";
+    for (std::size_t i = 1; i < arguments.size(); ++i) shown += " " + arguments[i];
+    std::fprintf(stderr, "trainbench: no display found; running the default example headless: %s\n", shown.c_str());
     std::fflush(stderr);
-    execv(cli.c_str(), const_cast<char* const*>(args));
-    std::fprintf(stderr, "trainbench: could not start %s: %s\n", cli.c_str(), std::strerror(errno));
+    std::vector<char*> argv;
+    for (auto& argument : arguments) argv.push_back(argument.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "trainbench: could not start %s: %s\n", argv[0], std::strerror(errno));
     return 1;
 }
 

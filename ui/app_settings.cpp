@@ -15,11 +15,11 @@ AppSettings::AppSettings(const QString& path) : settings_(std::make_unique<QSett
 
 RunConfig AppSettings::lastConfig() const {
     const QString json = settings_->value(QStringLiteral("run/last_config")).toString();
-    if (json.isEmpty()) return {};
+    if (json.isEmpty()) return default_example_config();
     try {
         return config_from_json(json.toStdString());
     } catch (const std::exception&) {
-        return {};  // written by another version; start from the defaults
+        return default_example_config();  // written by another version; start from the example
     }
 }
 

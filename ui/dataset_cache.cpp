@@ -27,12 +27,14 @@ DatasetCache::DatasetCache(QObject* parent) : QObject(parent) {
 DatasetCache::~DatasetCache() { watcher_.waitForFinished(); }
 
 QString DatasetCache::keyOf(const RunConfig& config) {
-    return QStringLiteral("%1|%2|%3|%4|%5")
+    // A text's windows are block_size + 1 tokens long: another context length is another set.
+    return QStringLiteral("%1|%2|%3|%4|%5|%6")
         .arg(QString::fromStdString(config.dataset))
         .arg(config.seed)
         .arg(config.val_fraction, 0, 'g', 17)
         .arg(config.shuffle)
-        .arg(is_synthetic(config.dataset) ? config.synthetic_samples : 0);
+        .arg(is_synthetic(config.dataset) ? config.synthetic_samples : 0)
+        .arg(config.model == ModelFamily::gpt ? config.block_size : 0);
 }
 
 std::shared_ptr<const Dataset> DatasetCache::find(const RunConfig& config) const {

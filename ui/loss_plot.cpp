@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace trainbench::ui {
 
@@ -20,101 +21,83 @@ void LossPlot::thinValidationMarkers() {
     constexpr double kMarkerSpacingPx = 10.0;
     const double width_px = std::max(1, axisRect()->width());
     const QCPRange range = xAxis->range();
-    for (auto& [id, graphs] : graphs_) {
-        const auto data = graphs.validation->data();
+    for (const auto& [id, curves] : allCurves()) {
+        QCPGraph* validation = static_cast<const Curves&>(*curves).validation;
+        const auto data = validation->data();
         const auto shown = std::distance(data->findBegin(range.lower), data->findEnd(range.upper));
         const double per_marker_px = width_px / std::max<double>(1.0, static_cast<double>(shown));
-        graphs.validation->setScatterSkip(
+        validation->setScatterSkip(
             per_marker_px >= kMarkerSpacingPx ? 0 : static_cast<int>(std::ceil(kMarkerSpacingPx / per_marker_px)) - 1);
     }
 }
 
-LossPlot::Graphs& LossPlot::graphsFor(const RunRecord& run) {
-    auto it = graphs_.find(run.id);
-    if (it != graphs_.end()) return it->second;
-    Graphs graphs{nullptr, nullptr, nullptr, DebiasedEma(smoothing_)};
+std::unique_ptr<RunPlot::RunCurves> LossPlot::makeCurves(const RunRecord& run) {
+    auto curves = std::make_unique<Curves>();
+    curves->ema = DebiasedEma(smoothing_);
     QColor faded = run.color;
     faded.setAlpha(70);
-    graphs.raw = addGraph();
-    graphs.raw->setPen(run_pen(faded, 1));
-    graphs.raw->removeFromLegend();
+    curves->raw = addRunGraph(*curves);
+    curves->raw->setPen(run_pen(faded, 1));
     // Noisy raw data draws as a dense band; antialiasing it costs much and shows nothing more.
-    graphs.raw->setAntialiased(false);
-    graphs.smoothed = addGraph();
-    graphs.smoothed->setPen(run_pen(run.color, 2));
-    graphs.smoothed->setName(run.name);
-    graphs.validation = addGraph();
-    graphs.validation->setLineStyle(QCPGraph::lsNone);
-    graphs.validation->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, Qt::white, run.color, 8));
-    graphs.validation->setPen(run_pen(run.color, 2));
-    graphs.validation->removeFromLegend();
-    for (auto* graph : {graphs.raw, graphs.smoothed, graphs.validation}) graph->setAdaptiveSampling(true);
-    return graphs_.emplace(run.id, std::move(graphs)).first->second;
+    curves->raw->setAntialiased(false);
+    curves->smoothed = addRunGraph(*curves);
+    curves->smoothed->setPen(run_pen(run.color, 2));
+    curves->smoothed->setName(run.name);
+    curves->legend_entry = curves->smoothed;
+    curves->validation = addRunGraph(*curves);
+    curves->validation->setLineStyle(QCPGraph::lsNone);
+    curves->validation->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, Qt::white, run.color, 8));
+    curves->validation->setPen(run_pen(run.color, 2));
+    for (auto* graph : curves->graphs) graph->setAdaptiveSampling(true);
+    return curves;
 }
 
-double LossPlot::epochX(const RunRecord& run, const EpochMetrics& epoch) const {
-    auto it = std::lower_bound(run.steps.begin(), run.steps.end(), epoch.update,
-                               [](const StepMetrics& step, int64_t update) { return step.update < update; });
-    if (it != run.steps.end() && it->update == epoch.update) return stepX(*it);
-    return xAxisKind() == XAxisKind::wall_time ? epoch.wall_seconds : static_cast<double>(epoch.update);
+// An evaluation sits at the x of the update it followed (EpochMetrics::update): the engine
+// reports update N's metrics before validating after it, at epoch ends and every eval_every
+// updates alike.
+double LossPlot::evaluationX(const RunRecord& run, const EpochMetrics& epoch) const {
+    if (xAxisKind() == XAxisKind::update) return static_cast<double>(epoch.update);
+    // The last update at or before the evaluation: normally the very update it followed.
+    auto it = std::upper_bound(run.steps.begin(), run.steps.end(), epoch.update,
+                               [](int64_t update, const StepMetrics& step) { return update < step.update; });
+    const StepMetrics* step = it == run.steps.begin() ? nullptr : &*std::prev(it);
+    if (xAxisKind() == XAxisKind::wall_time)
+        return step && step->update == epoch.update ? step->wall_seconds : epoch.wall_seconds;
+    return step ? runX(run)(*step) : 0.0;
 }
 
-void LossPlot::appendRun(const RunRecord& run, qsizetype firstStep, qsizetype firstEpoch) {
-    Graphs& graphs = graphsFor(run);
-    RunBounds& bounds = boundsFor(run.id);
+void LossPlot::addPoints(const RunRecord& run, RunCurves& base, qsizetype firstStep, qsizetype firstEpoch) {
+    auto& curves = static_cast<Curves&>(base);
+    const RunX step_x = runX(run);
     const auto count = static_cast<qsizetype>(run.steps.size()) - firstStep;
     if (count > 0) {
         QVector<double> xs(count), raw(count), smoothed(count);
         for (qsizetype i = 0; i < count; ++i) {
             const auto& step = run.steps[static_cast<std::size_t>(firstStep + i)];
-            xs[i] = stepX(step);
+            xs[i] = step_x(step);
             raw[i] = step.loss;
-            smoothed[i] = graphs.ema.push(step.loss);
-            bounds.x.add(xs[i]);
-            bounds.y.add(raw[i]);
+            smoothed[i] = curves.ema.push(step.loss);
+            curves.bounds.x.add(xs[i]);
+            curves.bounds.y.add(raw[i]);
         }
-        graphs.raw->addData(xs, raw, true);
-        graphs.smoothed->addData(xs, smoothed, true);
-        legend->setVisible(legend->itemCount() > 0);
+        curves.raw->addData(xs, raw, true);
+        curves.smoothed->addData(xs, smoothed, true);
     }
     for (auto i = static_cast<std::size_t>(firstEpoch); i < run.epochs.size(); ++i) {
         const auto& epoch = run.epochs[i];
         if (!std::isfinite(epoch.val_loss)) continue;
-        const double x = epochX(run, epoch);
-        graphs.validation->addData(x, epoch.val_loss);
-        bounds.x.add(x);
-        bounds.y.add(epoch.val_loss);
+        const double x = evaluationX(run, epoch);
+        curves.validation->addData(x, epoch.val_loss);
+        curves.bounds.x.add(x);
+        curves.bounds.y.add(epoch.val_loss);
     }
 }
 
-void LossPlot::removeRun(int id) {
-    auto it = graphs_.find(id);
-    if (it == graphs_.end()) return;
-    for (auto* graph : {it->second.raw, it->second.smoothed, it->second.validation}) removeGraph(graph);
-    graphs_.erase(it);
-    forgetBounds(id);
-    legend->setVisible(legend->itemCount() > 0);
-}
-
-void LossPlot::setRunVisible(int id, bool visible) {
-    auto it = graphs_.find(id);
-    if (it == graphs_.end()) return;
-    for (auto* graph : {it->second.raw, it->second.smoothed, it->second.validation}) graph->setVisible(visible);
-    if (visible)
-        it->second.smoothed->addToLegend();
-    else
-        it->second.smoothed->removeFromLegend();
-    legend->setVisible(legend->itemCount() > 0);
-}
-
-void LossPlot::renameRun(const RunRecord& run) {
-    if (auto it = graphs_.find(run.id); it != graphs_.end()) it->second.smoothed->setName(run.name);
-}
-
-void LossPlot::clearRuns() {
-    for (auto& [id, graphs] : graphs_)
-        for (auto* graph : {graphs.raw, graphs.smoothed, graphs.validation}) removeGraph(graph);
-    graphs_.clear();
+std::vector<std::pair<double, double>> LossPlot::validationPoints(int id) const {
+    std::vector<std::pair<double, double>> points;
+    if (const auto* curves = static_cast<const Curves*>(curvesOf(id)))
+        for (const auto& point : *curves->validation->data()) points.emplace_back(point.key, point.value);
+    return points;
 }
 
 void LossPlot::setSmoothing(double weight) {
@@ -123,10 +106,10 @@ void LossPlot::setSmoothing(double weight) {
 }
 
 QString LossPlot::describeStep(const RunRecord& run, std::size_t index) const {
-    auto it = graphs_.find(run.id);
+    const auto* curves = static_cast<const Curves*>(curvesOf(run.id));
     QString text = tr("loss %1").arg(valueText(run.steps[index].loss));
-    if (it != graphs_.end() && static_cast<int>(index) < it->second.smoothed->dataCount())
-        text += tr(" · smoothed %1").arg(valueText(it->second.smoothed->data()->at(static_cast<int>(index))->value));
+    if (curves && static_cast<int>(index) < curves->smoothed->dataCount())
+        text += tr(" · smoothed %1").arg(valueText(curves->smoothed->data()->at(static_cast<int>(index))->value));
     // The last validation at or before this update, if any.
     const int64_t update = run.steps[index].update;
     for (auto epoch = run.epochs.rbegin(); epoch != run.epochs.rend(); ++epoch) {

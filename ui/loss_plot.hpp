@@ -5,7 +5,7 @@
 namespace trainbench::ui {
 
 // Training loss per update (faded raw line behind a TensorBoard-style smoothed one) and the
-// validation loss at each epoch end, for every run.
+// validation loss at each evaluation (epoch ends, and every eval_every updates), for every run.
 class LossPlot : public RunPlot {
     Q_OBJECT
 public:
@@ -15,27 +15,24 @@ public:
     double smoothing() const { return smoothing_; }
     void setLogScale(bool log) { setLogY(log); }
 
-    void appendRun(const RunRecord& run, qsizetype firstStep, qsizetype firstEpoch) override;
-    void removeRun(int id) override;
-    void setRunVisible(int id, bool visible) override;
-    void renameRun(const RunRecord& run) override;
+    // Run `id`'s validation points (x, loss) as drawn, for tests.
+    std::vector<std::pair<double, double>> validationPoints(int id) const;
 
 protected:
-    void clearRuns() override;
+    std::unique_ptr<RunCurves> makeCurves(const RunRecord& run) override;
+    void addPoints(const RunRecord& run, RunCurves& curves, qsizetype firstStep, qsizetype firstEpoch) override;
     QString describeStep(const RunRecord& run, std::size_t index) const override;
 
 private:
-    struct Graphs {
+    struct Curves : RunCurves {
         QCPGraph* raw = nullptr;
         QCPGraph* smoothed = nullptr;
         QCPGraph* validation = nullptr;
         DebiasedEma ema;
     };
-    Graphs& graphsFor(const RunRecord& run);
     void thinValidationMarkers();
-    double epochX(const RunRecord& run, const EpochMetrics& epoch) const;
+    double evaluationX(const RunRecord& run, const EpochMetrics& epoch) const;
 
-    std::map<int, Graphs> graphs_;
     double smoothing_ = 0.6;
 };
 

@@ -4,28 +4,25 @@
 namespace trainbench::ui {
 
 // fp16 runs' dynamic loss scale per update (log scale) with skipped updates marked: where the
-// scaler halved after an overflow, and where it grew after a stretch of clean updates.
+// scaler halved after an overflow, and where it grew after a stretch of clean updates. Runs in
+// other precisions have no curves here.
 class LossScalePlot : public RunPlot {
     Q_OBJECT
 public:
     explicit LossScalePlot(const RunStore& store, QWidget* parent = nullptr);
 
-    bool hasFp16Runs() const { return !graphs_.empty(); }
-
-    void appendRun(const RunRecord& run, qsizetype firstStep, qsizetype firstEpoch) override;
-    void removeRun(int id) override;
-    void setRunVisible(int id, bool visible) override;
+    bool hasFp16Runs() const { return runCount() > 0; }
 
 protected:
-    void clearRuns() override;
+    std::unique_ptr<RunCurves> makeCurves(const RunRecord& run) override;
+    void addPoints(const RunRecord& run, RunCurves& curves, qsizetype firstStep, qsizetype firstEpoch) override;
     QString describeStep(const RunRecord& run, std::size_t index) const override;
 
 private:
-    struct Graphs {
+    struct Curves : RunCurves {
         QCPGraph* scale = nullptr;
         QCPGraph* skipped = nullptr;
     };
-    std::map<int, Graphs> graphs_;
 };
 
 }  // namespace trainbench::ui

@@ -31,6 +31,7 @@
 #include "run_status_bar.hpp"
 #include "run_store.hpp"
 #include "runs_table.hpp"
+#include "samples_panel.hpp"
 #include "session_file.hpp"
 #include "settings_diff_dialog.hpp"
 #include "speed_plot.hpp"
@@ -74,6 +75,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(controller_, &RunController::metricsDrained, this, &MainWindow::onMetricsDrained);
     connect(controller_, &RunController::runFinished, this, &MainWindow::onRunFinished);
     connect(table_, &RunsTable::focusRunChanged, plots_, &PlotArea::setFocusRun);
+    connect(table_, &RunsTable::focusRunChanged, samples_, &SamplesPanel::showRun);
+    connect(controller_, &RunController::runStarted, samples_, &SamplesPanel::showRun);
     connect(table_, &RunsTable::focusRunChanged, this, [this](int id) {
         if (const auto* run = store_->find(id); run && !controller_->isRunning()) status_->showRun(*run);
     });
@@ -100,7 +103,10 @@ void MainWindow::buildActions() {
     stop_ = new QAction(style()->standardIcon(QStyle::SP_MediaStop), tr("&Stop"), this);
     stop_->setShortcut(QKeySequence(Qt::Key_Escape));
     stop_->setToolTip(tr("Stop the active run after its current micro-batch (Esc); its curves are kept."));
-    connect(stop_, &QAction::triggered, this, [this] { controller_->requestStop(); });
+    connect(stop_, &QAction::triggered, this, [this] {
+        queued_runs_.clear();  // stopping a comparison stops the runs it had left too
+        controller_->requestStop();
+    });
 
     rerun_ = new QAction(style()->standardIcon(QStyle::SP_BrowserReload), tr("R&erun selected"), this);
     rerun_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R));
@@ -165,7 +171,17 @@ void MainWindow::buildLayout() {
     centre_layout->setContentsMargins(4, 4, 4, 0);
     centre_layout->setSpacing(4);
     centre_layout->addWidget(banner_);
-    centre_layout->addWidget(plots_, 1);
+    // The text a language model generates sits beside the plots (it hides itself for MLP-only sessions).
+    samples_ = new SamplesPanel(*store_);
+    auto* plots_and_samples = new QSplitter(Qt::Horizontal);
+    plots_and_samples->setObjectName(QStringLiteral("samplesSplitter"));
+    plots_and_samples->addWidget(plots_);
+    plots_and_samples->addWidget(samples_);
+    plots_and_samples->setCollapsible(0, false);
+    plots_and_samples->setStretchFactor(0, 3);
+    plots_and_samples->setStretchFactor(1, 1);
+    plots_and_samples->setSizes({690, 300});
+    centre_layout->addWidget(plots_and_samples, 1);
 
     auto* right = new QSplitter(Qt::Vertical);
     right->setChildrenCollapsible(false);
@@ -218,13 +234,15 @@ void MainWindow::buildMenus() {
             auto* action = presets_menu_->addAction(preset.name);
             action->setToolTip(preset.description);
             action->setStatusTip(preset.description);
-            const RunConfig config = preset.config;
-            connect(action, &QAction::triggered, this, [this, config] { panel_->setConfig(config); });
+            connect(action, &QAction::triggered, this,
+                    [this, config = preset.config, variants = preset.variants] { applyPreset(config, variants); });
         }
     });
     presets_menu_->setToolTipsVisible(true);
     presets_menu_->addSeparator();
-    presets_menu_->addAction(tr("Defaults"), this, [this] { panel_->setConfig(RunConfig{}); });
+    presets_menu_->addAction(tr("Default example (a small GPT on the King James Bible)"), this,
+                             [this] { panel_->setConfig(default_example_config()); });
+    presets_menu_->addAction(tr("MLP defaults"), this, [this] { panel_->setConfig(default_config(ModelFamily::mlp)); });
 
     auto* export_menu = menuBar()->addMenu(tr("&Export"));
     export_menu->addAction(tr("Loss curves as &CSV…"), this, [this] {
@@ -342,14 +360,31 @@ void MainWindow::onMetricsDrained(int id) {
     }
 }
 
+void MainWindow::applyPreset(const RunConfig& config, const std::vector<RunConfig>& variants) {
+    queued_runs_.clear();
+    panel_->setConfig(config);
+    if (variants.empty()) return;
+    queued_runs_.assign(variants.begin(), variants.end());
+    startRun();
+}
+
 void MainWindow::onRunFinished(int id) {
     panel_->showRunEstimate(QString());
+    const RunRecord* finished = store_->find(id);
+    if (!queued_runs_.empty() && finished && finished->state == RunState::completed && !controller_->isRunning()) {
+        // The next run of a comparison preset; the panel shows its settings while it runs.
+        panel_->setConfig(queued_runs_.front());
+        queued_runs_.pop_front();
+        QTimer::singleShot(0, this, &MainWindow::startRun);
+    } else if (finished && finished->state != RunState::completed) {
+        queued_runs_.clear();
+    }
     if (const auto* run = store_->find(id)) {
         status_->showRun(*run);
         if (run->state == RunState::failed)
             banner_->showMessage(tr("%1 failed: %2").arg(run->name, run->message));
-        for (const auto& note : run->notes)
-            if (note.contains(QStringLiteral("auto-fit"), Qt::CaseInsensitive)) status_->showMessage(note, 10000);
+        if (run->plan && !run->plan->auto_fit_note.empty())
+            status_->showMessage(QString::fromStdString(run->plan->auto_fit_note), 10000);
     }
     updateActions();
 }

@@ -1,6 +1,7 @@
 #pragma once
 #include <QMainWindow>
 #include <QTimer>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -20,6 +21,7 @@ class RunController;
 class RunStatusBar;
 class RunStore;
 class RunsTable;
+class SamplesPanel;
 struct RunRecord;
 
 // The workbench window: settings on the left, live plots in the centre, the runs below, a
@@ -33,6 +35,7 @@ public:
     ConfigPanel* configPanel() const { return panel_; }
     PlotArea* plotArea() const { return plots_; }
     RunsTable* runsTable() const { return table_; }
+    SamplesPanel* samplesPanel() const { return samples_; }
     RunStore& runStore() const { return *store_; }
     RunController& runController() const { return *controller_; }
     MessageBanner* messageBanner() const { return banner_; }
@@ -55,6 +58,8 @@ public:
     void saveSession(const QString& path) const;
     void openSession(const QString& path);
     void importConfig(const QString& path);
+    // Loads the preset; a comparison preset also runs its config and then each variant.
+    void applyPreset(const RunConfig& config, const std::vector<RunConfig>& variants);
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -86,9 +91,12 @@ private:
     ConfigPanel* panel_ = nullptr;
     PlotArea* plots_ = nullptr;
     RunsTable* table_ = nullptr;
+    SamplesPanel* samples_ = nullptr;
     MessageBanner* banner_ = nullptr;
     RunStatusBar* status_ = nullptr;
     QTimer rerun_debounce_;
+    // The runs a comparison preset still has to make, started one after another.
+    std::deque<RunConfig> queued_runs_;
 
     QAction* run_ = nullptr;
     QAction* stop_ = nullptr;

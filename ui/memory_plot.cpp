@@ -80,15 +80,12 @@ MemoryPlot::MemoryPlot(const RunStore& store, QWidget* parent) : RunPlot(store, 
     connect(this, &QCustomPlot::beforeReplot, this, &MemoryPlot::fitLegendToWidth);
 }
 
-QCPGraph* MemoryPlot::totalGraphFor(const RunRecord& run) {
-    auto it = totals_.find(run.id);
-    if (it != totals_.end()) return it->second;
-    auto* graph = addGraph();
-    graph->setPen(run_pen(run.color, 1.6));
-    graph->removeFromLegend();
-    graph->setAdaptiveSampling(true);
-    totals_[run.id] = graph;
-    return graph;
+std::unique_ptr<RunPlot::RunCurves> MemoryPlot::makeCurves(const RunRecord& run) {
+    auto curves = std::make_unique<RunCurves>();
+    auto* total = addRunGraph(*curves);
+    total->setPen(run_pen(run.color, 1.6));
+    total->setAdaptiveSampling(true);
+    return curves;
 }
 
 bool MemoryPlot::boundsVisible(int id) const {
@@ -98,12 +95,13 @@ bool MemoryPlot::boundsVisible(int id) const {
 void MemoryPlot::appendStack(const RunRecord& run, std::size_t firstStep) {
     const auto count = static_cast<qsizetype>(run.steps.size() - firstStep);
     if (count <= 0) return;
+    const RunX step_x = runX(run);
     QVector<double> xs(count);
     std::array<QVector<double>, kMemoryCategoryCount> levels;
     for (auto& level : levels) level.resize(count);
     for (qsizetype i = 0; i < count; ++i) {
         const auto& step = run.steps[firstStep + static_cast<std::size_t>(i)];
-        xs[i] = stepX(step);
+        xs[i] = step_x(step);
         double level = 0.0;
         for (std::size_t c = 0; c < kStackOrder.size(); ++c) {
             level += static_cast<double>(step.memory.update_peak_bytes(kStackOrder[c])) / kMiB;
@@ -171,22 +169,21 @@ void MemoryPlot::fitLegendToWidth() {
     }
 }
 
-void MemoryPlot::appendRun(const RunRecord& run, qsizetype firstStep, qsizetype) {
+void MemoryPlot::addPoints(const RunRecord& run, RunCurves& curves, qsizetype firstStep, qsizetype) {
     if (focus_id_ == 0) focus_id_ = run.id;
-    QCPGraph* total = totalGraphFor(run);
-    RunBounds& bounds = boundsFor(run.id);
     const auto count = static_cast<qsizetype>(run.steps.size()) - firstStep;
     if (count <= 0) return;
+    const RunX step_x = runX(run);
     QVector<double> xs(count), totals(count);
     for (qsizetype i = 0; i < count; ++i) {
         const auto& step = run.steps[static_cast<std::size_t>(firstStep + i)];
-        xs[i] = stepX(step);
+        xs[i] = step_x(step);
         totals[i] = static_cast<double>(sum_bytes(step.memory.update_peak)) / kMiB;
-        bounds.x.add(xs[i]);
-        bounds.y.add(totals[i]);
+        curves.bounds.x.add(xs[i]);
+        curves.bounds.y.add(totals[i]);
     }
-    bounds.y.add(0.0);
-    total->addData(xs, totals, true);
+    curves.bounds.y.add(0.0);
+    curves.graphs.front()->addData(xs, totals, true);
     if (run.id == focus_id_) {
         appendStack(run, static_cast<std::size_t>(firstStep));
         updatePeakMarker(run);
@@ -201,20 +198,23 @@ void MemoryPlot::updatePeakMarker(const RunRecord& run) {
     if (peak <= 0) return;
     const bool was_listed = !peak_->data()->isEmpty();
     const double peak_mib = static_cast<double>(peak) / kMiB;
+    const RunX step_x = runX(run);
     peak_->data()->clear();
-    peak_->addData(stepX(run.steps.front()), peak_mib);
-    peak_->addData(stepX(run.steps.back()), peak_mib);
+    peak_->addData(step_x(run.steps.front()), peak_mib);
+    peak_->addData(step_x(run.steps.back()), peak_mib);
     peak_->setName(tr("%1 peak %2 (live + cache)").arg(run.name, mib_text(static_cast<double>(peak))));
     if (!was_listed) updateLegendEntries();
-    boundsFor(run.id).y.add(peak_mib);
+    if (auto* curves = curvesOf(run.id)) curves->bounds.y.add(peak_mib);
 }
 
 void MemoryPlot::updateTotalVisibility(int id) {
-    auto it = totals_.find(id);
-    if (it == totals_.end()) return;
     const auto* run = store_.find(id);
-    // The focused run's total is the top of its stack; a separate line would hide the fill edge.
-    it->second->setVisible(run && run->visible && id != focus_id_);
+    if (auto* curves = curvesOf(id)) showCurves(id, *curves, run && run->visible);
+}
+
+// The focused run's total is the top of its stack; a separate line would hide the fill edge.
+void MemoryPlot::showCurves(int id, RunCurves& curves, bool visible) {
+    RunPlot::showCurves(id, curves, visible && id != focus_id_);
 }
 
 void MemoryPlot::setFocusRun(int id) {
@@ -230,26 +230,14 @@ void MemoryPlot::setFocusRun(int id) {
     refresh();
 }
 
-void MemoryPlot::removeRun(int id) {
-    if (auto it = totals_.find(id); it != totals_.end()) {
-        removeGraph(it->second);
-        totals_.erase(it);
-    }
-    forgetBounds(id);
-    if (id == focus_id_) {
-        focus_id_ = 0;
-        clearStack();
-        if (store_.latestRunId() != 0 && store_.latestRunId() != id) setFocusRun(store_.latestRunId());
-    }
-}
-
-void MemoryPlot::setRunVisible(int id, bool) { updateTotalVisibility(id); }
-
-void MemoryPlot::clearRuns() {
-    for (auto& [id, graph] : totals_) removeGraph(graph);
-    totals_.clear();
+void MemoryPlot::curvesRemoved(int id) {
+    if (id != focus_id_) return;
+    focus_id_ = 0;
     clearStack();
+    if (store_.latestRunId() != 0 && store_.latestRunId() != id) setFocusRun(store_.latestRunId());
 }
+
+void MemoryPlot::curvesCleared() { clearStack(); }
 
 QString MemoryPlot::describeStep(const RunRecord& run, std::size_t index) const {
     const auto& step = run.steps[index];

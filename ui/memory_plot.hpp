@@ -6,7 +6,8 @@
 namespace trainbench::ui {
 
 // Engine memory per update. The focused run is drawn stacked by allocator category with its
-// peak marked; every other visible run shows its total as a line in its colour.
+// peak marked (graphs of the plot's own, not of a run); every other visible run shows its
+// total as a line in its colour (the run's one graph).
 class MemoryPlot : public RunPlot {
     Q_OBJECT
 public:
@@ -15,22 +16,21 @@ public:
     int focusRunId() const { return focus_id_; }
     void setFocusRun(int id);
 
-    void appendRun(const RunRecord& run, qsizetype firstStep, qsizetype firstEpoch) override;
-    void removeRun(int id) override;
-    void setRunVisible(int id, bool visible) override;
-
     static constexpr std::array<MemoryCategory, kMemoryCategoryCount> kStackOrder = {
         MemoryCategory::parameters,  MemoryCategory::master_weights, MemoryCategory::gradients,
         MemoryCategory::optimizer_state, MemoryCategory::activations, MemoryCategory::workspace,
         MemoryCategory::cache};
 
 protected:
-    void clearRuns() override;
+    std::unique_ptr<RunCurves> makeCurves(const RunRecord& run) override;
+    void addPoints(const RunRecord& run, RunCurves& curves, qsizetype firstStep, qsizetype firstEpoch) override;
+    void showCurves(int id, RunCurves& curves, bool visible) override;
+    void curvesRemoved(int id) override;
+    void curvesCleared() override;
     QString describeStep(const RunRecord& run, std::size_t index) const override;
     bool boundsVisible(int id) const override;
 
 private:
-    QCPGraph* totalGraphFor(const RunRecord& run);
     void appendStack(const RunRecord& run, std::size_t firstStep);
     void updatePeakMarker(const RunRecord& run);
     void updateTotalVisibility(int id);
@@ -45,7 +45,6 @@ private:
     // The focused run's high-water mark as a dashed level across the run, named in the legend
     // (a text label inside the plot would sit on top of some run's line).
     QCPGraph* peak_ = nullptr;
-    std::map<int, QCPGraph*> totals_;
 };
 
 }  // namespace trainbench::ui

@@ -20,6 +20,12 @@ Observer MetricsBuffer::observer() {
         std::lock_guard lock(mutex_);
         pending_.notes.push_back(note);
     };
+    observer.on_sample = [this](int64_t update, const std::string& text) {
+        // The copy is made before taking the lock: the engine reuses its sample buffer.
+        RawTextSample sample{update, text};
+        std::lock_guard lock(mutex_);
+        pending_.samples.push_back(std::move(sample));
+    };
     return observer;
 }
 

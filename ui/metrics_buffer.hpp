@@ -8,12 +8,21 @@
 
 namespace trainbench::ui {
 
+// Text a language model generated, as the engine's bytes (decoded on the GUI thread).
+struct RawTextSample {
+    int64_t update = 0;
+    std::string text;
+};
+
 struct MetricsBatch {
     std::optional<RunPlan> plan;
     std::vector<StepMetrics> steps;
     std::vector<EpochMetrics> epochs;
     std::vector<std::string> notes;
-    bool empty() const { return !plan && steps.empty() && epochs.empty() && notes.empty(); }
+    std::vector<RawTextSample> samples;
+    bool empty() const {
+        return !plan && steps.empty() && epochs.empty() && notes.empty() && samples.empty();
+    }
 };
 
 // The hand-over point between the training thread and the GUI thread: the engine's observer

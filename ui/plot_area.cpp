@@ -28,10 +28,11 @@ PlotArea::PlotArea(RunStore& store, QWidget* parent) : QWidget(parent), store_(s
     x_axis_ = new QComboBox;
     x_axis_->setObjectName(QStringLiteral("xAxisCombo"));
     x_axis_->addItem(tr("update"), static_cast<int>(XAxisKind::update));
-    x_axis_->addItem(tr("samples seen"), static_cast<int>(XAxisKind::samples_seen));
+    x_axis_->addItem(tr("samples / tokens"), static_cast<int>(XAxisKind::samples_seen));
     x_axis_->addItem(tr("wall time"), static_cast<int>(XAxisKind::wall_time));
-    x_axis_->setToolTip(tr("What every plot's horizontal axis measures. Samples seen compares runs with different "
-                           "batch sizes fairly; wall time shows which setting is really faster."));
+    x_axis_->setToolTip(tr("What every plot's horizontal axis measures. Samples seen (tokens seen for language "
+                           "models: samples × context length) compares runs with different batch sizes fairly; "
+                           "wall time shows which setting is really faster."));
     x_label->setToolTip(x_axis_->toolTip());
     auto* smoothing_label = new QLabel(tr("smoothing"));
     smoothing_ = new QSlider(Qt::Horizontal);
@@ -47,8 +48,23 @@ PlotArea::PlotArea(RunStore& store, QWidget* parent) : QWidget(parent), store_(s
     log_y_ = new QCheckBox(tr("log-scale loss"));
     log_y_->setObjectName(QStringLiteral("logYCheck"));
     log_y_->setToolTip(tr("Logarithmic y-axis for the loss plot, which shows late, small improvements."));
-    auto* hint = new QLabel(tr("drag to pan · wheel to zoom · double-click to reset"));
-    hint->setStyleSheet(QStringLiteral("color: palette(mid);"));
+    auto* throughput_label = new QLabel(tr("throughput"));
+    throughput_ = new QComboBox;
+    throughput_->setObjectName(QStringLiteral("throughputCombo"));
+    throughput_->addItem(tr("auto"), static_cast<int>(ThroughputUnit::automatic));
+    throughput_->addItem(tr("samples/s"), static_cast<int>(ThroughputUnit::samples));
+    throughput_->addItem(tr("tokens/s"), static_cast<int>(ThroughputUnit::tokens));
+    throughput_->addItem(tr("MFU %"), static_cast<int>(ThroughputUnit::mfu));
+    throughput_->setToolTip(
+        tr("What the speed plot's thin lines and right axis show. auto: tokens/s when every shown run is a "
+           "language model, samples/s otherwise. MFU (model FLOPs utilisation): the model's FLOPs per second "
+           "as a % of the peak measured on the run's device (hover the plot for the peak and its source)."));
+    throughput_label->setToolTip(throughput_->toolTip());
+    hint_ = new QLabel(tr("drag to pan · wheel to zoom · double-click to reset"));
+    hint_->setStyleSheet(QStringLiteral("color: palette(mid);"));
+    // The hint never makes the plots wider than the controls need: it is left out when the row
+    // has no room for it (resizeEvent) rather than drawn cut off.
+    hint_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     controls->addWidget(x_label);
     controls->addWidget(x_axis_);
     controls->addSpacing(16);
@@ -57,8 +73,12 @@ PlotArea::PlotArea(RunStore& store, QWidget* parent) : QWidget(parent), store_(s
     controls->addWidget(smoothing_value_);
     controls->addSpacing(16);
     controls->addWidget(log_y_);
+    controls->addSpacing(16);
+    controls->addWidget(throughput_label);
+    controls->addWidget(throughput_);
     controls->addStretch(1);
-    controls->addWidget(hint);
+    controls->addWidget(hint_);
+    controls_ = controls;
     layout->addLayout(controls);
 
     loss_ = new LossPlot(store_);
@@ -88,6 +108,8 @@ PlotArea::PlotArea(RunStore& store, QWidget* parent) : QWidget(parent), store_(s
         setSmoothing(value / 100.0);
     });
     connect(log_y_, &QCheckBox::toggled, this, [this](bool log) { loss_->setLogScale(log); });
+    connect(throughput_, &QComboBox::currentIndexChanged, this,
+            [this] { setThroughputUnit(static_cast<ThroughputUnit>(throughput_->currentData().toInt())); });
 
     connect(&store_, &RunStore::metricsAppended, this, &PlotArea::onMetricsAppended);
     connect(&store_, &RunStore::runRemoved, this, &PlotArea::onRunRemoved);
@@ -102,6 +124,12 @@ PlotArea::PlotArea(RunStore& store, QWidget* parent) : QWidget(parent), store_(s
         }
     });
     connect(&store_, &RunStore::runAdded, this, [this](int id) { setFocusRun(id); });
+}
+
+void PlotArea::resizeEvent(QResizeEvent* event) {
+    QWidget::resizeEvent(event);
+    const int needed = controls_->minimumSize().width() + controls_->spacing() + hint_->sizeHint().width();
+    hint_->setVisible(width() >= needed);
 }
 
 std::vector<RunPlot*> PlotArea::plots() const { return {loss_, memory_, speed_, loss_scale_}; }
@@ -163,6 +191,15 @@ void PlotArea::setSmoothing(double weight) {
     }
     loss_->setSmoothing(weight);
     speed_->setSmoothing(weight);
+}
+
+void PlotArea::setThroughputUnit(ThroughputUnit unit) {
+    const int index = throughput_->findData(static_cast<int>(unit));
+    if (index != throughput_->currentIndex()) {
+        throughput_->setCurrentIndex(index);  // re-enters through the combo's signal
+        return;
+    }
+    speed_->setThroughputUnit(unit);
 }
 
 void PlotArea::setFocusRun(int id) { memory_->setFocusRun(id); }

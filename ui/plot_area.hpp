@@ -1,10 +1,12 @@
 #pragma once
 #include <QWidget>
 
+#include "speed_plot.hpp"
 #include "x_axis.hpp"
 
 class QCheckBox;
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QSlider;
 class QSplitter;
@@ -16,10 +18,9 @@ class LossScalePlot;
 class MemoryPlot;
 class RunPlot;
 class RunStore;
-class SpeedPlot;
 
-// The centre of the window: the view controls (x-axis, smoothing, log y) above the stacked
-// plots, kept in step with the RunStore.
+// The centre of the window: the view controls (x-axis, smoothing, log y, speed unit) above
+// the stacked plots, kept in step with the RunStore.
 class PlotArea : public QWidget {
     Q_OBJECT
 public:
@@ -33,7 +34,12 @@ public:
 
     void setXAxisKind(XAxisKind kind);
     void setSmoothing(double weight);
+    // What the speed plot's right axis shows (samples/s, tokens/s, MFU or automatic).
+    void setThroughputUnit(ThroughputUnit unit);
     void setFocusRun(int id);
+
+protected:
+    void resizeEvent(QResizeEvent* event) override;
 
 private:
     void onMetricsAppended(int id, qsizetype firstStep, qsizetype firstEpoch);
@@ -46,6 +52,9 @@ private:
     QSlider* smoothing_ = nullptr;
     QLabel* smoothing_value_ = nullptr;
     QCheckBox* log_y_ = nullptr;
+    QComboBox* throughput_ = nullptr;
+    QHBoxLayout* controls_ = nullptr;
+    QLabel* hint_ = nullptr;
     QSplitter* splitter_ = nullptr;
     LossPlot* loss_ = nullptr;
     MemoryPlot* memory_ = nullptr;

@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 
@@ -9,6 +10,24 @@
 #include "trainbench/error.hpp"
 
 namespace trainbench::ui {
+namespace {
+
+// `base` with every key of `overlay` replaced, nested objects merged key by key.
+QJsonObject merged(QJsonObject base, const QJsonObject& overlay) {
+    for (auto it = overlay.begin(); it != overlay.end(); ++it) {
+        if (it->isObject() && base.value(it.key()).isObject())
+            base[it.key()] = merged(base.value(it.key()).toObject(), it->toObject());
+        else
+            base[it.key()] = *it;
+    }
+    return base;
+}
+
+RunConfig config_of(const QJsonObject& object) {
+    return config_from_json(QJsonDocument(object).toJson().toStdString());
+}
+
+}  // namespace
 
 std::vector<Preset> load_presets(const QString& folder) {
     std::vector<Preset> presets;
@@ -26,7 +45,10 @@ std::vector<Preset> load_presets(const QString& folder) {
         preset.name = root["name"].toString(QFileInfo(file_name).completeBaseName());
         preset.description = root["description"].toString();
         try {
-            preset.config = config_from_json(QJsonDocument(root["config"].toObject()).toJson().toStdString());
+            const QJsonObject config = root["config"].toObject();
+            preset.config = config_of(config);
+            for (const auto& variant : root["variants"].toArray())
+                preset.variants.push_back(config_of(merged(config, variant.toObject())));
         } catch (const Error& error) {
             throw Error("preset " + file_name.toStdString() + ": " + error.what());
         }

@@ -7,11 +7,14 @@
 namespace trainbench::ui {
 
 // A named starting point from resources/presets/*.json:
-// {"name": ..., "description": ..., "config": {<config JSON keys, as trainbench-cli --config>}}.
+// {"name": ..., "description": ..., "config": {<config JSON keys, as trainbench-cli --config>},
+//  "variants": [{<keys that differ>}, ...]}. A preset with variants is a comparison: choosing
+// it runs the config and then each variant (the config with the variant's keys replaced).
 struct Preset {
     QString name;
     QString description;
     RunConfig config;
+    std::vector<RunConfig> variants;
 };
 
 // Reads every preset compiled into the app's resources, sorted by file name. Throws Error naming

@@ -89,6 +89,13 @@ void RunController::drain() {
     QStringList notes;
     for (const auto& note : batch.notes) notes << QString::fromStdString(note);
     store_.appendMetrics(job_->run_id, batch.steps, batch.epochs, notes);
+    // After the metrics, so a sample's evaluation (its validation loss) is already in the record.
+    if (!batch.samples.empty()) {
+        std::vector<TextSample> samples;
+        samples.reserve(batch.samples.size());
+        for (const auto& sample : batch.samples) samples.push_back({sample.update, decode_sample_text(sample.text)});
+        store_.appendSamples(job_->run_id, std::move(samples));
+    }
     emit metricsDrained(job_->run_id);
 }
 

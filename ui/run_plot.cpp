@@ -3,6 +3,9 @@
 #include <QToolTip>
 #include <algorithm>
 #include <cmath>
+#include <utility>
+
+#include "run_throughput.hpp"
 
 namespace trainbench::ui {
 
@@ -18,6 +21,23 @@ void AxisBounds::merge(const AxisBounds& other) {
     high = std::max(high, other.high);
     lowest_positive = std::min(lowest_positive, other.lowest_positive);
 }
+
+namespace {
+
+// x tick labels of 10,000 and more with a suffix: "250k", "1.5M" (a language model's tokens
+// reach millions, whose digits would run into each other).
+class CompactTicker : public QCPAxisTicker {
+protected:
+    QString getTickLabel(double tick, const QLocale& locale, QChar formatChar, int precision) override {
+        const double size = std::abs(tick);
+        if (size < 1e4) return QCPAxisTicker::getTickLabel(tick, locale, formatChar, precision);
+        if (size < 1e6) return QString::number(tick / 1e3, 'g', 4) + QLatin1Char('k');
+        if (size < 1e9) return QString::number(tick / 1e6, 'g', 4) + QLatin1Char('M');
+        return QString::number(tick / 1e9, 'g', 4) + QLatin1Char('G');
+    }
+};
+
+}  // namespace
 
 QPen run_pen(const QColor& color, double width, Qt::PenStyle style) {
     QPen pen(color, width, style);
@@ -44,7 +64,8 @@ RunPlot::RunPlot(const RunStore& store, QWidget* parent) : QCustomPlot(parent), 
         axis->setTickPen(QPen(QColor(90, 90, 90)));
         axis->setSubTickPen(QPen(QColor(150, 150, 150)));
     }
-    xAxis->setLabel(x_axis_label(x_kind_));
+    xAxis->setTicker(QSharedPointer<CompactTicker>::create());
+    updateXAxisLabel();
     axisRect()->setupFullAxesBox(false);
     xAxis2->setVisible(true);
     xAxis2->setTicks(false);
@@ -68,21 +89,103 @@ RunPlot::RunPlot(const RunStore& store, QWidget* parent) : QCustomPlot(parent), 
     connect(this, &QCustomPlot::mouseDoubleClick, this, [this] { resetView(); });
 }
 
+RunPlot::~RunPlot() = default;
+
 void RunPlot::setXAxisKind(XAxisKind kind) {
     if (kind == x_kind_) return;
     x_kind_ = kind;
-    xAxis->setLabel(x_axis_label(kind));
     rebuild();
 }
 
-void RunPlot::rebuild() {
-    clearRuns();
-    bounds_.clear();
-    for (const auto& run : store_.runs()) {
-        appendRun(*run, 0, 0);
-        setRunVisible(run->id, run->visible);
+QCPGraph* RunPlot::addRunGraph(RunCurves& curves, QCPAxis* valueAxis) {
+    auto* graph = addGraph(xAxis, valueAxis ? valueAxis : yAxis);
+    graph->removeFromLegend();
+    curves.graphs.push_back(graph);
+    return graph;
+}
+
+RunPlot::RunCurves* RunPlot::curvesOf(int id) {
+    const auto it = runs_.find(id);
+    return it == runs_.end() ? nullptr : it->second.get();
+}
+
+const RunPlot::RunCurves* RunPlot::curvesOf(int id) const {
+    const auto it = runs_.find(id);
+    return it == runs_.end() ? nullptr : it->second.get();
+}
+
+std::vector<QCPGraph*> RunPlot::runGraphs(int id) const {
+    const auto* curves = curvesOf(id);
+    return curves ? curves->graphs : std::vector<QCPGraph*>{};
+}
+
+void RunPlot::appendRun(const RunRecord& run, qsizetype firstStep, qsizetype firstEpoch) {
+    if (!redrawing_ && drawingStale()) {
+        redraw(false);  // draws this run's new points too
+        return;
     }
-    following_ = true;
+    if (auto it = runs_.find(run.id); it != runs_.end()) {
+        addPoints(run, *it->second, firstStep, firstEpoch);
+        return;
+    }
+    auto made = makeCurves(run);
+    if (!made) return;
+    RunCurves& curves = *runs_.emplace(run.id, std::move(made)).first->second;
+    addPoints(run, curves, 0, 0);
+    showCurves(run.id, curves, run.visible);
+}
+
+void RunPlot::removeRun(int id) {
+    if (auto it = runs_.find(id); it != runs_.end()) {
+        const bool listed = it->second->legend_entry != nullptr;
+        for (auto* graph : it->second->graphs) removeGraph(graph);
+        runs_.erase(it);
+        if (listed) updateLegendVisibility();
+    }
+    curvesRemoved(id);
+    if (!redrawing_ && drawingStale()) redraw(false);
+}
+
+void RunPlot::setRunVisible(int id, bool visible) {
+    if (!redrawing_ && drawingStale()) {
+        redraw(false);
+        return;
+    }
+    if (auto* curves = curvesOf(id)) showCurves(id, *curves, visible);
+}
+
+void RunPlot::showCurves(int, RunCurves& curves, bool visible) {
+    for (auto* graph : curves.graphs) graph->setVisible(visible);
+    if (!curves.legend_entry) return;
+    if (visible)
+        curves.legend_entry->addToLegend();
+    else
+        curves.legend_entry->removeFromLegend();
+    updateLegendVisibility();
+}
+
+void RunPlot::renameRun(const RunRecord& run) {
+    if (auto* curves = curvesOf(run.id); curves && curves->legend_entry) curves->legend_entry->setName(run.name);
+}
+
+void RunPlot::updateLegendVisibility() { legend->setVisible(legend->itemCount() > 0); }
+
+void RunPlot::clearRuns() {
+    for (auto& [id, curves] : runs_)
+        for (auto* graph : curves->graphs) removeGraph(graph);
+    runs_.clear();
+    curvesCleared();
+}
+
+void RunPlot::rebuild() { redraw(true); }
+
+void RunPlot::redraw(bool resetView) {
+    const bool was_redrawing = std::exchange(redrawing_, true);
+    clearRuns();
+    chooseDrawing();
+    for (const auto& run : store_.runs()) appendRun(*run, 0, 0);
+    redrawing_ = was_redrawing;
+    if (resetView) following_ = true;
     refresh();
 }
 
@@ -113,11 +216,11 @@ void RunPlot::applyRange(QCPAxis* axis, const AxisBounds& bounds, bool log, bool
 void RunPlot::applyAutoscale() {
     if (!following_) return;
     RunBounds all;
-    for (const auto& [id, bounds] : bounds_) {
+    for (const auto& [id, curves] : runs_) {
         if (!boundsVisible(id)) continue;
-        all.x.merge(bounds.x);
-        all.y.merge(bounds.y);
-        all.y2.merge(bounds.y2);
+        all.x.merge(curves->bounds.x);
+        all.y.merge(curves->bounds.y);
+        all.y2.merge(curves->bounds.y2);
     }
     if (all.x.valid()) {
         const double span = all.x.high - all.x.low;
@@ -139,6 +242,7 @@ qint64 RunPlot::nowNs() {
 }
 
 void RunPlot::refresh() {
+    updateXAxisLabel();
     if (!replot_timer_.isActive()) scheduleReplot();
 }
 
@@ -159,6 +263,18 @@ void RunPlot::replotNow() {
     const qint64 finished = nowNs();
     const auto spacing = static_cast<qint64>(static_cast<double>(finished - started) * kReplotCostFactor);
     next_replot_allowed_ns_ = finished + std::max(kMinimumReplotGapNs, spacing);
+}
+
+// "tokens seen" only when every shown run is a language model, "samples seen" when none is.
+void RunPlot::updateXAxisLabel() {
+    bool language_models = false, other_models = false;
+    for (const auto& run : store_.runs()) {
+        if (!run->visible) continue;
+        (is_language_model(*run) ? language_models : other_models) = true;
+    }
+    if (!language_models && !other_models) other_models = true;
+    const QString label = x_axis_label(x_kind_, language_models, other_models);
+    if (xAxis->label() != label) xAxis->setLabel(label);
 }
 
 // The hover cursor lives on QCustomPlot's buffered overlay layer, so moving it redraws only
@@ -196,18 +312,20 @@ QString RunPlot::valueText(double value) const {
 
 QString RunPlot::readoutAt(double x) const {
     QStringList lines;
+    std::vector<const RunRecord*> described;
     for (const auto& run : store_.runs()) {
         if (!run->visible || run->steps.empty()) continue;
         const auto& steps = run->steps;
+        const RunX step_x = runX(*run);
         auto it = std::lower_bound(steps.begin(), steps.end(), x,
-                                   [this](const StepMetrics& step, double value) { return stepX(step) < value; });
+                                   [&step_x](const StepMetrics& step, double value) { return step_x(step) < value; });
         std::size_t index = static_cast<std::size_t>(std::distance(steps.begin(), it));
         if (index == steps.size()) {
             // Past a run's last point: only read it out when the cursor is still close to it.
             const double tolerance = xAxis->range().size() * 0.02;
-            if (x - stepX(steps.back()) > tolerance) continue;
+            if (x - step_x(steps.back()) > tolerance) continue;
             index = steps.size() - 1;
-        } else if (index > 0 && (x - stepX(steps[index - 1])) < (stepX(steps[index]) - x)) {
+        } else if (index > 0 && (x - step_x(steps[index - 1])) < (step_x(steps[index]) - x)) {
             --index;
         }
         const QString text = describeStep(*run, index);
@@ -216,7 +334,10 @@ QString RunPlot::readoutAt(double x) const {
                      .arg(run->color.name(), run->name.toHtmlEscaped())
                      .arg(steps[index].update)
                      .arg(text);
+        described.push_back(run.get());
     }
+    if (const QString note = readoutNote(described); !note.isEmpty())
+        lines << QStringLiteral("<span style='color:#555'>%1</span>").arg(note);
     return lines.join(QStringLiteral("<br>"));
 }
 

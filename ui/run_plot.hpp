@@ -3,6 +3,8 @@
 #include <QElapsedTimer>
 #include <QTimer>
 #include <map>
+#include <memory>
+#include <vector>
 #include <qcustomplot.h>
 
 #include "run_store.hpp"
@@ -21,20 +23,27 @@ struct AxisBounds {
 };
 
 // A QCustomPlot showing one aspect of every run against the shared x-axis. The base class does
-// what all plots share: mouse zoom/pan with double-click reset, autoscale that follows new data
-// until the user zooms, and a hover read-out of every visible run at the cursor's x.
+// what all plots share: it owns each run's graphs (made when the run first has metrics, shown,
+// hidden, removed and redrawn together, keyed by run id), mouse zoom/pan with double-click
+// reset, autoscale that follows new data until the user zooms, and a hover read-out of every
+// visible run at the cursor's x. A plot only says which graphs a run has (makeCurves) and what
+// points they get (addPoints).
 class RunPlot : public QCustomPlot {
     Q_OBJECT
 public:
     RunPlot(const RunStore& store, QWidget* parent = nullptr);
+    ~RunPlot() override;
 
     XAxisKind xAxisKind() const { return x_kind_; }
     void setXAxisKind(XAxisKind kind);
 
-    virtual void appendRun(const RunRecord& run, qsizetype firstStep, qsizetype firstEpoch) = 0;
-    virtual void removeRun(int id) = 0;
-    virtual void setRunVisible(int id, bool visible) = 0;
-    virtual void renameRun(const RunRecord&) {}
+    // Kept in step with the RunStore (by PlotArea). Steps [firstStep, end) and epochs
+    // [firstEpoch, end) of `run` are new; a run seen for the first time gets its curves and
+    // all of its points.
+    void appendRun(const RunRecord& run, qsizetype firstStep, qsizetype firstEpoch);
+    void removeRun(int id);
+    void setRunVisible(int id, bool visible);
+    void renameRun(const RunRecord& run);
     // Redraws every run from its stored metrics (x-axis or smoothing changed).
     void rebuild();
     // Schedules one coalesced replot, autoscaled unless the user zoomed. Replots are spaced by
@@ -46,19 +55,51 @@ public:
     // The hover read-out for plot x coordinate `x` (what the tooltip shows), for tests too.
     QString readoutAt(double x) const;
 
+    // The runs that have curves on this plot, and one run's graphs (empty when it has none).
+    int runCount() const { return static_cast<int>(runs_.size()); }
+    bool hasRun(int id) const { return runs_.count(id) > 0; }
+    std::vector<QCPGraph*> runGraphs(int id) const;
+
 protected:
-    virtual void clearRuns() = 0;
-    virtual QString describeStep(const RunRecord& run, std::size_t index) const = 0;
-    // Data bounds of run `id`; subclasses extend them as they add points.
+    // Data bounds of one run's curves; addPoints extends them as it adds points.
     struct RunBounds {
         AxisBounds x, y, y2;
     };
-    RunBounds& boundsFor(int id) { return bounds_[id]; }
-    void forgetBounds(int id) { bounds_.erase(id); }
+    // One run's curves. A plot derives its own (which graph is which, smoothing state) and
+    // makes each graph with addRunGraph(), so that RunPlot can show, hide and remove them.
+    struct RunCurves {
+        virtual ~RunCurves() = default;
+        std::vector<QCPGraph*> graphs;     // every graph of the run
+        QCPGraph* legend_entry = nullptr;  // the graph named after the run in the legend, if any
+        RunBounds bounds;
+    };
+    // The curves `run` has on this plot, or nullptr when it has none (asked again at its next
+    // metrics).
+    virtual std::unique_ptr<RunCurves> makeCurves(const RunRecord& run) = 0;
+    // Adds steps [firstStep, end) and epochs [firstEpoch, end) of `run` to `curves`.
+    virtual void addPoints(const RunRecord& run, RunCurves& curves, qsizetype firstStep, qsizetype firstEpoch) = 0;
+    // Shows or hides a run's graphs; by default every graph follows the run's visibility and
+    // the legend entry is listed while the run is shown.
+    virtual void showCurves(int id, RunCurves& curves, bool visible);
+    virtual void curvesRemoved(int /*id*/) {}
+    virtual void curvesCleared() {}
+    // A plot whose drawing depends on which runs are shown (the speed plot's throughput unit)
+    // answers true once that choice changed; every run is then redrawn after chooseDrawing().
+    virtual bool drawingStale() const { return false; }
+    virtual void chooseDrawing() {}
+    virtual QString describeStep(const RunRecord& run, std::size_t index) const = 0;
+    // A last line under the read-out of `described` runs (e.g. what a percentage is relative to).
+    virtual QString readoutNote(const std::vector<const RunRecord*>& /*described*/) const { return {}; }
+
+    // A new graph of `curves` against xAxis and `valueAxis` (yAxis by default), not in the legend.
+    QCPGraph* addRunGraph(RunCurves& curves, QCPAxis* valueAxis = nullptr);
+    RunCurves* curvesOf(int id);
+    const RunCurves* curvesOf(int id) const;
+    const std::map<int, std::unique_ptr<RunCurves>>& allCurves() const { return runs_; }
     void setLogY(bool log);
     bool logY() const { return log_y_; }
     virtual bool boundsVisible(int id) const;
-    double stepX(const StepMetrics& step) const { return x_value(step, x_kind_); }
+    RunX runX(const RunRecord& run) const { return run_x(run, x_kind_); }
     QString valueText(double value) const;
 
     const RunStore& store_;
@@ -73,6 +114,10 @@ private:
     static constexpr qint64 kMinimumReplotGapNs = 8'000'000;
     static qint64 next_replot_allowed_ns_;
     static qint64 nowNs();
+    void redraw(bool resetView);
+    void clearRuns();
+    void updateLegendVisibility();
+    void updateXAxisLabel();
     void scheduleReplot();
     void replotNow();
     void redrawCursor();
@@ -83,7 +128,8 @@ private:
     XAxisKind x_kind_ = XAxisKind::update;
     bool following_ = true;
     bool log_y_ = false;
-    std::map<int, RunBounds> bounds_;
+    bool redrawing_ = false;
+    std::map<int, std::unique_ptr<RunCurves>> runs_;
     QCPItemStraightLine* cursor_ = nullptr;
     QTimer replot_timer_;
 };

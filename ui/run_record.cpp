@@ -28,6 +28,30 @@ double RunRecord::final_val_loss() const {
     return epochs.empty() ? std::numeric_limits<double>::quiet_NaN() : epochs.back().val_loss;
 }
 
+double RunRecord::val_loss_at(int64_t update) const {
+    for (auto it = epochs.rbegin(); it != epochs.rend(); ++it) {
+        if (it->update == update) return it->val_loss;
+        if (it->update < update) break;
+    }
+    return std::numeric_limits<double>::quiet_NaN();
+}
+
+QString decode_sample_text(std::string_view bytes) {
+    QString text = QString::fromUtf8(bytes.data(), static_cast<qsizetype>(bytes.size()));
+    QString out;
+    out.reserve(text.size());
+    for (qsizetype i = 0; i < text.size(); ++i) {
+        const QChar c = text[i];
+        if (c == QLatin1Char('\r') && i + 1 < text.size() && text[i + 1] == QLatin1Char('\n')) continue;
+        if (c == QLatin1Char('\n') || c == QLatin1Char('\t') || c.unicode() >= 0x20) {
+            out += c.unicode() == 0x7F ? QChar(0x2421) : c;
+        } else {
+            out += QChar(0x2400 + c.unicode());
+        }
+    }
+    return out;
+}
+
 int64_t RunRecord::peak_memory_bytes() const {
     return steps.empty() ? 0 : steps.back().memory.reserved_peak;
 }
@@ -45,15 +69,22 @@ QString hidden_layers_text(const std::vector<int64_t>& hidden) {
 
 QString key_settings_text(const RunConfig& config) {
     const auto micro = (config.batch_size + config.step_size - 1) / std::max<int64_t>(1, config.step_size);
-    return QStringLiteral("batch %1 = %2×%3 · %4 · %5 %6 · %7 %8 · %9")
+    const QString model = config.model == ModelFamily::gpt
+                              ? QStringLiteral("GPT L%1 H%2 C%3 T%4")
+                                    .arg(config.n_layer)
+                                    .arg(config.n_head)
+                                    .arg(config.n_embd)
+                                    .arg(config.block_size)
+                              : QStringLiteral("%1 %2").arg(hidden_layers_text(config.hidden),
+                                                            QString::fromStdString(to_string(config.activation)));
+    return QStringLiteral("batch %1 = %2×%3 · %4 · %5 %6 · %7 · %8")
         .arg(config.batch_size)
         .arg(micro)
         .arg(config.step_size)
         .arg(QString::fromStdString(to_string(config.precision)))
         .arg(QString::fromStdString(to_string(config.optimizer.kind)))
         .arg(QString::number(config.optimizer.resolved_lr(), 'g', 3))
-        .arg(hidden_layers_text(config.hidden))
-        .arg(QString::fromStdString(to_string(config.activation)))
+        .arg(model)
         .arg(QString::fromStdString(config.dataset));
 }
 

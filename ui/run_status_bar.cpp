@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "run_record.hpp"
+#include "run_throughput.hpp"
 
 namespace trainbench::ui {
 namespace {
@@ -79,7 +80,12 @@ void RunStatusBar::showRun(const RunRecord& run) {
         samples += static_cast<double>(run.steps[i].batch_samples);
         ms += run.steps[i].update_ms;
     }
-    throughput_->setText(tr("%1 samples/s").arg(locale.toString(ms > 0 ? samples / ms * 1000.0 : 0.0, 'f', 0)));
+    const double per_second = ms > 0 ? samples / ms * 1000.0 : 0.0;
+    // A language model's throughput is counted in tokens, as nanoGPT and llm.c report it.
+    if (const int64_t tokens = run_tokens_per_sample(run); tokens > 0)
+        throughput_->setText(tr("%1 tokens/s").arg(locale.toString(per_second * static_cast<double>(tokens), 'f', 0)));
+    else
+        throughput_->setText(tr("%1 samples/s").arg(locale.toString(per_second, 'f', 0)));
     loss_->setText(tr("loss %1").arg(QString::number(run.steps.back().loss, 'g', 4)));
     const auto& last = run.steps.back();
     memory_->setText(tr("engine %1 · RSS %2")

@@ -33,6 +33,7 @@ RunRecord& RunStore::adoptRun(std::unique_ptr<RunRecord> run) {
     RunRecord& added = *runs_.back();
     emit runAdded(added.id);
     if (!added.steps.empty() || !added.epochs.empty()) emit metricsAppended(added.id, 0, 0);
+    if (!added.samples.empty()) emit samplesAppended(added.id, 0);
     return added;
 }
 
@@ -66,6 +67,15 @@ void RunStore::appendMetrics(int id, const std::vector<StepMetrics>& steps,
     run->notes += notes;
     if (!steps.empty() || !epochs.empty()) emit metricsAppended(id, first_step, first_epoch);
     emit runChanged(id);
+}
+
+void RunStore::appendSamples(int id, std::vector<TextSample> samples) {
+    auto* run = find(id);
+    if (!run || samples.empty()) return;
+    const auto first = static_cast<qsizetype>(run->samples.size());
+    run->samples.insert(run->samples.end(), std::make_move_iterator(samples.begin()),
+                        std::make_move_iterator(samples.end()));
+    emit samplesAppended(id, first);
 }
 
 void RunStore::finishRun(int id, RunState state, const QString& message, double seconds,

@@ -24,6 +24,8 @@ public:
     void setPlan(int id, const RunPlan& plan);
     void appendMetrics(int id, const std::vector<StepMetrics>& steps,
                        const std::vector<EpochMetrics>& epochs, const QStringList& notes);
+    // Adds text samples (oldest first) to run `id`.
+    void appendSamples(int id, std::vector<TextSample> samples);
     void finishRun(int id, RunState state, const QString& message, double seconds,
                    ModelWeights weights);
     void rename(int id, const QString& name);
@@ -38,6 +40,8 @@ signals:
     void visibilityChanged(int id, bool visible);
     // Steps [firstStep, end) and epochs [firstEpoch, end) of run `id` are new.
     void metricsAppended(int id, qsizetype firstStep, qsizetype firstEpoch);
+    // Samples [first, end) of run `id` are new.
+    void samplesAppended(int id, qsizetype first);
 
 private:
     int nextColorIndex() const;

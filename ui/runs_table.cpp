@@ -8,6 +8,7 @@
 #include <set>
 
 #include "run_store.hpp"
+#include "run_throughput.hpp"
 
 namespace trainbench::ui {
 namespace {
@@ -38,11 +39,20 @@ QTableWidgetItem* read_only_item() {
 RunsTable::RunsTable(RunStore& store, QWidget* parent) : QTableWidget(parent), store_(store) {
     setObjectName(QStringLiteral("runsTable"));
     setColumnCount(kColumnCount);
-    setHorizontalHeaderLabels({tr("Show"), tr("Name"), tr("State"), tr("Settings"), tr("Updates"),
-                               tr("Final loss"), tr("Val. acc."), tr("Time"), tr("Peak memory")});
+    setHorizontalHeaderLabels({tr("Show"), tr("Name"), tr("State"), tr("Settings"), tr("Updates"), tr("Final loss"),
+                               tr("Val. acc."), tr("Time"), tr("Tokens/s"), tr("MFU"), tr("Peak memory")});
     horizontalHeaderItem(kShown)->setToolTip(tr("Show or hide this run on every plot"));
     horizontalHeaderItem(kPeakMemory)->setToolTip(tr("Largest memory the engine's allocator held (live + cached)"));
-    horizontalHeaderItem(kValAccuracy)->setToolTip(tr("Validation accuracy after the last epoch"));
+    horizontalHeaderItem(kValAccuracy)->setToolTip(
+        tr("Validation accuracy at the last evaluation (language models: share of next tokens predicted right)"));
+    horizontalHeaderItem(kTokensPerSecond)
+        ->setToolTip(tr("Language models: tokens trained on per second of update time, over the later half of the "
+                        "run's updates (the first half, with its warm-up, is left out; evaluations are not "
+                        "counted). Empty for models that do not read tokens."));
+    horizontalHeaderItem(kMfu)->setToolTip(
+        tr("Model FLOPs utilisation over the later half of the run's updates: the model's FLOPs per second "
+           "(forward + backward) as a share of the peak measured on the run's device. Hover a cell for the "
+           "peak and where it came from; empty when no peak is known."));
     verticalHeader()->hide();
     verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 8);
     setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -63,11 +73,14 @@ RunsTable::RunsTable(RunStore& store, QWidget* parent) : QTableWidget(parent), s
     setColumnWidth(kFinalLoss, 84);
     setColumnWidth(kValAccuracy, 76);
     setColumnWidth(kTime, 72);
+    setColumnWidth(kTokensPerSecond, 84);
+    setColumnWidth(kMfu, 64);
     setColumnWidth(kPeakMemory, 96);
 
     connect(&store_, &RunStore::runAdded, this, &RunsTable::addRow);
     connect(&store_, &RunStore::runChanged, this, &RunsTable::updateRow);
     connect(&store_, &RunStore::runRemoved, this, [this](int id) {
+        later_half_.erase(id);
         if (const int row = rowOf(id); row >= 0) removeRow(row);
     });
     connect(&store_, &RunStore::visibilityChanged, this, [this](int id, bool visible) {
@@ -116,7 +129,7 @@ void RunsTable::addRow(int id) {
     name->setToolTip(tr("Double-click to rename"));
     setItem(row, kName, name);
     for (int column = kState; column < kColumnCount; ++column) setItem(row, column, read_only_item());
-    for (int column : {kUpdates, kFinalLoss, kValAccuracy, kTime, kPeakMemory})
+    for (int column : {kUpdates, kFinalLoss, kValAccuracy, kTime, kTokensPerSecond, kMfu, kPeakMemory})
         item(row, column)->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
     updating_ = was_updating;
     updateRow(id);
@@ -146,9 +159,52 @@ void RunsTable::updateRow(int id) {
     item(row, kValAccuracy)->setText(std::isfinite(accuracy) ? QString::number(accuracy * 100, 'f', 1) + "%"
                                                              : QStringLiteral("–"));
     item(row, kTime)->setText(format_duration(run->elapsed_seconds()));
+    const LaterHalf& later = laterHalf(*run);
+    auto* tokens = item(row, kTokensPerSecond);
+    if (later.tokens_per_sample <= 0) {
+        tokens->setText({});
+        tokens->setToolTip(tr("Not a language model: no tokens"));
+    } else {
+        const bool measured = later.seconds > 0;
+        tokens->setText(measured ? QLocale().toString(later.tokens / later.seconds, 'f', 0) : QStringLiteral("–"));
+        const QString over = tr("Tokens per second (update time only) over updates %1–%2 (%3 tokens per sample)");
+        tokens->setToolTip(measured ? over.arg(later.begin + 1).arg(later.end).arg(later.tokens_per_sample) : QString());
+    }
+    auto* mfu = item(row, kMfu);
+    const QString source = peak_source_text(*run);
+    if (later.mfu_covered > 0) {
+        mfu->setText(mfu_text(later.mfu_seconds / later.mfu_covered));
+        mfu->setToolTip(
+            tr("MFU over updates %1–%2 against the peak of %3").arg(later.begin + 1).arg(later.end).arg(source));
+    } else {
+        mfu->setText({});
+        mfu->setToolTip(run->steps.empty() ? QString()
+                                           : source.isEmpty() ? tr("No measured peak for this run's device")
+                                                              : tr("No MFU (%1)").arg(source));
+    }
     const int64_t peak = run->peak_memory_bytes();
     item(row, kPeakMemory)->setText(peak > 0 ? QString::fromStdString(format_bytes(peak)) : QStringLiteral("–"));
     updating_ = was_updating;
+}
+
+RunsTable::LaterHalf& RunsTable::laterHalf(const RunRecord& run) {
+    LaterHalf& later = later_half_[run.id];
+    const int64_t tokens_per_sample = run_tokens_per_sample(run);
+    if (later.tokens_per_sample != tokens_per_sample || later.end > run.steps.size())
+        later = LaterHalf{0, 0, tokens_per_sample};
+    auto add = [&](const StepMetrics& step, double sign) {
+        const double seconds = step.update_ms / 1000.0;
+        later.seconds += sign * seconds;
+        later.tokens += sign * step_tokens_per_second(step, tokens_per_sample) * seconds;
+        if (std::isfinite(step.mfu)) {
+            later.mfu_seconds += sign * step.mfu * seconds;
+            later.mfu_covered += sign * seconds;
+        }
+    };
+    while (later.end < run.steps.size()) add(run.steps[later.end++], 1.0);
+    while (later.begin < run.steps.size() / 2) add(run.steps[later.begin++], -1.0);
+    if (later.begin == later.end) later = LaterHalf{later.begin, later.end, tokens_per_sample};
+    return later;
 }
 
 void RunsTable::onItemChanged(QTableWidgetItem* changed) {

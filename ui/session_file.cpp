@@ -5,7 +5,9 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSaveFile>
+#include <cmath>
 #include <functional>
+#include <limits>
 
 #include "run_store.hpp"
 #include "trainbench/config_json.hpp"
@@ -46,7 +48,11 @@ QJsonObject plan_to_json(const RunPlan& plan) {
             {"model_summary", QString::fromStdString(plan.model_summary)},
             {"parameter_count", static_cast<qint64>(plan.parameter_count)},
             {"planned_bytes", planned},
-            {"auto_fit_note", QString::fromStdString(plan.auto_fit_note)}};
+            {"auto_fit_note", QString::fromStdString(plan.auto_fit_note)},
+            {"tokens_per_sample", static_cast<qint64>(plan.tokens_per_sample)},
+            {"flops_per_sample", plan.flops_per_sample},
+            {"peak_flops", plan.peak_flops},
+            {"peak_source", QString::fromStdString(plan.peak_source)}};
 }
 
 RunPlan plan_from_json(const QJsonObject& j) {
@@ -61,13 +67,21 @@ RunPlan plan_from_json(const QJsonObject& j) {
     if (plan.model_summary.empty()) {
         // Sessions saved before models were described as data list an MLP's widths.
         std::string widths;
-        for (const auto& v : j["layer_sizes"].toArray()) widths += (widths.empty() ? "" : "-") + std::to_string(v.toInteger());
+        for (const auto& v : j["layer_sizes"].toArray()) {
+            if (!widths.empty()) widths += '-';
+            widths += std::to_string(v.toInteger());
+        }
         if (!widths.empty()) plan.model_summary = "MLP " + widths;
     }
     plan.parameter_count = j["parameter_count"].toInteger();
     const auto planned = j["planned_bytes"].toArray();
     for (int i = 0; i < kMemoryCategoryCount && i < planned.size(); ++i) plan.planned_bytes[static_cast<std::size_t>(i)] = planned[i].toInteger();
     plan.auto_fit_note = j["auto_fit_note"].toString().toStdString();
+    // MFU's terms; absent (0, empty) in sessions saved before MFU was measured.
+    plan.tokens_per_sample = j["tokens_per_sample"].toInteger();
+    plan.flops_per_sample = j["flops_per_sample"].toDouble();
+    plan.peak_flops = j["peak_flops"].toDouble();
+    plan.peak_source = j["peak_source"].toString().toStdString();
     return plan;
 }
 
@@ -99,6 +113,8 @@ QJsonObject steps_to_json(const std::vector<StepMetrics>& s) {
     j["update_ms"] = column(s, [](const StepMetrics& m) { return m.update_ms; });
     j["samples_per_second"] = column(s, [](const StepMetrics& m) { return m.samples_per_second; });
     j["batch_samples"] = column(s, [](const StepMetrics& m) { return static_cast<qint64>(m.batch_samples); });
+    j["tokens_per_second"] = column(s, [](const StepMetrics& m) { return m.tokens_per_second; });
+    j["mfu"] = column(s, [](const StepMetrics& m) { return std::isfinite(m.mfu) ? QJsonValue(m.mfu) : QJsonValue(); });
     j["loss_scale"] = column(s, [](const StepMetrics& m) { return m.loss_scale; });
     j["skipped"] = column(s, [](const StepMetrics& m) { return m.skipped; });
     j["skipped_updates"] = column(s, [](const StepMetrics& m) { return static_cast<qint64>(m.skipped_updates); });
@@ -141,6 +157,11 @@ std::vector<StepMetrics> steps_from_json(const QJsonObject& j) {
     read("update_ms", [](StepMetrics& m, const QJsonValue& v) { m.update_ms = v.toDouble(); });
     read("samples_per_second", [](StepMetrics& m, const QJsonValue& v) { m.samples_per_second = v.toDouble(); });
     read("batch_samples", [](StepMetrics& m, const QJsonValue& v) { m.batch_samples = v.toInteger(); });
+    // Columns added with language models; sessions saved before them lack them.
+    if (j.contains(QLatin1String("tokens_per_second")))
+        read("tokens_per_second", [](StepMetrics& m, const QJsonValue& v) { m.tokens_per_second = v.toDouble(); });
+    if (j.contains(QLatin1String("mfu")))
+        read("mfu", [](StepMetrics& m, const QJsonValue& v) { m.mfu = v.toDouble(std::numeric_limits<double>::quiet_NaN()); });
     read("loss_scale", [](StepMetrics& m, const QJsonValue& v) { m.loss_scale = v.toDouble(1.0); });
     read("skipped", [](StepMetrics& m, const QJsonValue& v) { m.skipped = v.toBool(); });
     read("skipped_updates", [](StepMetrics& m, const QJsonValue& v) { m.skipped_updates = v.toInteger(); });
@@ -164,6 +185,27 @@ std::vector<StepMetrics> steps_from_json(const QJsonObject& j) {
 
 QJsonValue finite_or_null(double value) { return std::isfinite(value) ? QJsonValue(value) : QJsonValue(); }
 
+QJsonArray samples_to_json(const std::vector<TextSample>& samples) {
+    QJsonArray values;
+    for (const auto& sample : samples)
+        values.append(QJsonObject{{"update", static_cast<qint64>(sample.update)}, {"text", sample.text}});
+    return values;
+}
+
+// Sessions saved before text samples have no "samples" key: no samples.
+std::vector<TextSample> samples_from_json(const QJsonValue& value) {
+    std::vector<TextSample> samples;
+    if (value.isUndefined() || value.isNull()) return samples;
+    if (!value.isArray()) throw Error("session file: 'samples' is not a list; the file is damaged");
+    for (const auto& entry : value.toArray()) {
+        const QJsonObject o = entry.toObject();
+        if (!o["update"].isDouble() || !o["text"].isString())
+            throw Error("session file: a text sample lacks its 'update' or 'text'; the file is damaged");
+        samples.push_back({o["update"].toInteger(), o["text"].toString()});
+    }
+    return samples;
+}
+
 }  // namespace
 
 void save_session(const QString& path, const RunStore& store) {
@@ -183,6 +225,7 @@ void save_session(const QString& path, const RunStore& store) {
         QJsonArray epochs;
         for (const auto& e : run->epochs)
             epochs.append(QJsonObject{{"epoch", static_cast<qint64>(e.epoch)},
+                                      {"epoch_ended", e.epoch_ended},
                                       {"update", static_cast<qint64>(e.update)},
                                       {"train_loss", finite_or_null(e.train_loss)},
                                       {"val_loss", finite_or_null(e.val_loss)},
@@ -190,6 +233,7 @@ void save_session(const QString& path, const RunStore& store) {
                                       {"val_samples", static_cast<qint64>(e.val_samples)},
                                       {"wall_seconds", e.wall_seconds}});
         j["epochs"] = epochs;
+        j["samples"] = samples_to_json(run->samples);
         runs.append(j);
     }
     QSaveFile file(path);
@@ -235,6 +279,7 @@ int load_session(const QString& path, RunStore& store) {
             const QJsonObject o = e.toObject();
             EpochMetrics epoch;
             epoch.epoch = o["epoch"].toInteger();
+            epoch.epoch_ended = o["epoch_ended"].toBool(true);  // older sessions: the app's evaluations ended epochs
             epoch.update = o["update"].toInteger();
             epoch.train_loss = o["train_loss"].toDouble(std::numeric_limits<double>::quiet_NaN());
             epoch.val_loss = o["val_loss"].toDouble(std::numeric_limits<double>::quiet_NaN());
@@ -243,6 +288,7 @@ int load_session(const QString& path, RunStore& store) {
             epoch.wall_seconds = o["wall_seconds"].toDouble();
             run->epochs.push_back(epoch);
         }
+        run->samples = samples_from_json(j["samples"]);
         loaded.push_back(std::move(run));
     }
     // Adopt only after the whole file parsed, so a damaged file adds nothing.

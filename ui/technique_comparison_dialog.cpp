@@ -44,7 +44,9 @@ TechniqueComparisonDialog::TechniqueComparisonDialog(const RunConfig& base, std:
     table_ = new QTableWidget(0, kColumns);
     table_->setObjectName(QStringLiteral("comparisonTable"));
     table_->setHorizontalHeaderLabels({tr("Technique"), tr("Change"), tr("Claimed faster?"), tr("Claimed less memory?"),
-                                       tr("ms/update"), tr("Time change"), tr("samples/s"), tr("Peak memory"),
+                                       tr("ms/update"), tr("Time change"),
+                                       base_.model == ModelFamily::gpt ? tr("tokens/s") : tr("samples/s"),
+                                       tr("Peak memory"),
                                        tr("Memory change"), tr("Final loss")});
     table_->verticalHeader()->hide();
     table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -135,7 +137,9 @@ void TechniqueComparisonDialog::onRunEnded(int, int, const ComparisonRow& row) {
     if (row.ok) {
         set(kUpdateMs, QString::number(row.median_update_ms, 'f', 2), true);
         set(kTimeChange, percent(row.update_time_change_pct), true);
-        set(kThroughput, QLocale().toString(row.samples_per_second, 'f', 0), true);
+        // A language model's throughput is counted in tokens, as nanoGPT and llm.c report it.
+        const double throughput = row.tokens_per_sample > 0 ? row.tokens_per_second() : row.samples_per_second;
+        set(kThroughput, QLocale().toString(throughput, 'f', 0), true);
         set(kPeak, QString::fromStdString(format_bytes(row.peak_memory_bytes)), true);
         set(kPeakChange, percent(row.peak_memory_change_pct), true);
         set(kLoss, QString::number(row.final_loss, 'g', 4), true);

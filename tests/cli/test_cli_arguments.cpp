@@ -146,6 +146,31 @@ private slots:
         QCOMPARE(second.out, first.out);
     }
 
+    // cli_arguments_for() (the app's headless default example uses it) gives flags that the
+    // CLI turns back into the same configuration.
+    void cli_arguments_for_give_back_the_config() {
+        trainbench::RunConfig gpt = trainbench::default_example_config();
+        gpt.precision = trainbench::Precision::bf16;
+        gpt.gradient_checkpointing = true;
+        gpt.optimizer.lr = 3e-4;
+        gpt.memory_limit_bytes = int64_t{3} << 30;
+        trainbench::RunConfig mlp = trainbench::default_config(trainbench::ModelFamily::mlp);
+        mlp.hidden = {48, 24};
+        mlp.shuffle = false;
+        mlp.val_fraction = 0.25;
+        mlp.schedule.kind = trainbench::ScheduleKind::step;
+        mlp.schedule.decay_gamma = 0.3;
+        for (const trainbench::RunConfig& config : {gpt, mlp}) {
+            QStringList arguments{"train"};
+            for (const std::string& argument : trainbench::cli_arguments_for(config))
+                arguments << QString::fromStdString(argument);
+            arguments << "--print-config";
+            CliRun printed = run_cli(arguments);
+            QVERIFY2(printed.exit_code == 0, CLI_DIAGNOSTICS(printed));
+            QCOMPARE(printed.out.trimmed(), QString::fromStdString(trainbench::config_to_json(config)).trimmed());
+        }
+    }
+
     void help_lists_every_flag_of_the_table() {
         CliRun train = run_cli({"train", "--help"});
         CliRun compare = run_cli({"compare", "--help"});

@@ -3,6 +3,7 @@
 // from it are tested in tests/cli/test_cli_arguments.cpp.)
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -126,6 +127,48 @@ class TestConfigFields : public QObject {
     Q_OBJECT
 
 private slots:
+    // The app hides a field whose condition fails; conditions name real choices of real fields.
+    void conditions_name_real_values() {
+        for (const ConfigField& field : config_fields()) {
+            if (!field.only_when) continue;
+            const ConfigField* subject = find_config_field(field.only_when->key);
+            QVERIFY2(subject, field.key.c_str());
+            for (const std::string& value : field.only_when->values)
+                if (subject->kind == FieldKind::choice)
+                    QVERIFY2(std::find(subject->choices().begin(), subject->choices().end(), value) !=
+                                 subject->choices().end(),
+                             (field.key + ": " + value).c_str());
+        }
+        RunConfig c;
+        const ConfigField& momentum = *find_config_field("optimizer.momentum");
+        const ConfigField& preload = *find_config_field("preload_device");
+        c.optimizer.kind = OptimizerKind::adam;
+        QVERIFY(!momentum.condition_holds(c));
+        c.optimizer.kind = OptimizerKind::rmsprop;
+        QVERIFY(momentum.condition_holds(c));
+        QVERIFY(!preload.condition_holds(c));  // cpu
+        c.device = "cuda:1";
+        QVERIFY(preload.condition_holds(c));
+        QVERIFY(find_config_field("seed")->condition_holds(c));  // no condition
+    }
+
+    void copy_and_text_of_a_field() {
+        RunConfig from, to;
+        from.optimizer.lr = 0.001;
+        from.hidden = {7, 9};
+        from.optimizer.kind = OptimizerKind::adagrad;
+        for (const char* key : {"optimizer.lr", "hidden", "optimizer.kind"})
+            copy_field_value(*find_config_field(key), from, to);
+        QCOMPARE(to.optimizer.lr, std::optional<double>(0.001));
+        QCOMPARE(to.hidden, (std::vector<int64_t>{7, 9}));
+        QCOMPARE(to.optimizer.kind, OptimizerKind::adagrad);
+        QCOMPARE(field_value_text(*find_config_field("optimizer.lr"), to), std::string("0.001"));
+        QCOMPARE(field_value_text(*find_config_field("hidden"), to), std::string("7,9"));
+        QCOMPARE(field_value_text(*find_config_field("optimizer.kind"), to), std::string("adagrad"));
+        // An unset optional shows the value the run uses: Adagrad's eps default.
+        QCOMPARE(field_value_text(*find_config_field("optimizer.eps"), to), std::string("1e-10"));
+    }
+
     void keys_and_flags_are_unique() {
         std::set<std::string> keys, flags;
         for (const ConfigField& field : config_fields()) {

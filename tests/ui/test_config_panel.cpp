@@ -10,6 +10,8 @@
 #include <QtTest>
 
 #include "config_panel.hpp"
+#include "trainbench/config_fields.hpp"
+#include "trainbench/config_json.hpp"
 #include "main_window.hpp"
 #include "presets.hpp"
 #include "run_controller.hpp"
@@ -27,8 +29,8 @@ private slots:
         MainWindow window;
         auto* panel = window.configPanel();
         panel->setConfig(testing::small_config(0));
-        auto* batch = panel->findChild<QSpinBox*>("batchSizeSpin");
-        auto* step = panel->findChild<QSpinBox*>("stepSizeSpin");
+        auto* batch = panel->findChild<QSpinBox*>("batch_size");
+        auto* step = panel->findChild<QSpinBox*>("step_size");
         auto* derived = panel->findChild<QLabel*>("derivedBatchLabel");
         QVERIFY(batch && step && derived);
 
@@ -43,13 +45,13 @@ private slots:
         QVERIFY2(derived->text().contains(QStringLiteral("micro-batch 22 × step_size 3")), qPrintable(derived->text()));
         QVERIFY2(derived->text().contains(QStringLiteral("22 and 21")), qPrintable(derived->text()));
 
-        auto* step_slider = panel->findChild<QSlider*>("stepSizeSlider");
+        auto* step_slider = panel->findChild<QSlider*>("step_size_slider");
         step_slider->setValue(8);
         QCOMPARE(step->value(), 8);
         QCOMPARE(panel->config().step_size, 8);
         QVERIFY(derived->text().contains(QStringLiteral("micro-batch 8 × step_size 8")));
 
-        auto* batch_slider = panel->findChild<QSlider*>("batchSizeSlider");
+        auto* batch_slider = panel->findChild<QSlider*>("batch_size_slider");
         batch_slider->setValue(8);  // 2^8
         QCOMPARE(batch->value(), 256);
         QCOMPARE(panel->config().batch_size, 256);
@@ -59,8 +61,8 @@ private slots:
         MainWindow window;
         auto* panel = window.configPanel();
         panel->setConfig(testing::small_config(0));
-        auto* batch = panel->findChild<QSpinBox*>("batchSizeSpin");
-        auto* step = panel->findChild<QSpinBox*>("stepSizeSpin");
+        auto* batch = panel->findChild<QSpinBox*>("batch_size");
+        auto* step = panel->findChild<QSpinBox*>("step_size");
         auto* error = panel->findChild<QLabel*>("error_step_size");
         QVERIFY(error);
         QVERIFY(panel->isValid());
@@ -70,7 +72,7 @@ private slots:
         step->setValue(8);
         QVERIFY(!panel->isValid());
         QVERIFY(!error->isHidden());
-        QVERIFY2(error->text().contains(QStringLiteral("step_size 8 is larger than the batch size 4")), qPrintable(error->text()));
+        QVERIFY2(error->text().contains(QStringLiteral("step_size (8) is larger than batch_size (4)")), qPrintable(error->text()));
         QVERIFY(!window.runAction()->isEnabled());
         window.startRun();  // even a direct call must not start an invalid run
         QVERIFY(!window.runController().isRunning());
@@ -84,19 +86,23 @@ private slots:
     void badHiddenLayersAndBudgetAreExplainedInPlace() {
         MainWindow window;
         auto* panel = window.configPanel();
-        auto* hidden = panel->findChild<QLineEdit*>("hiddenEdit");
+        auto* hidden = panel->findChild<QLineEdit*>("hidden");
         hidden->setText(QStringLiteral("128,abc"));
+        emit hidden->textEdited(hidden->text());
         QVERIFY(!panel->isValid());
         QVERIFY(!panel->findChild<QLabel*>("error_hidden")->isHidden());
         hidden->setText(QStringLiteral("64, 32"));
+        emit hidden->textEdited(hidden->text());
         QVERIFY(panel->isValid());
         QCOMPARE(panel->config().hidden, (std::vector<int64_t>{64, 32}));
 
-        auto* budget = panel->findChild<QLineEdit*>("memoryBudgetEdit");
+        auto* budget = panel->findChild<QLineEdit*>("memory_limit_bytes");
         budget->setText(QStringLiteral("lots"));
+        emit budget->textEdited(budget->text());
         QVERIFY(!panel->isValid());
-        QVERIFY(!panel->findChild<QLabel*>("error_memory_limit")->isHidden());
+        QVERIFY(!panel->findChild<QLabel*>("error_memory_limit_bytes")->isHidden());
         budget->setText(QStringLiteral("512MiB"));
+        emit budget->textEdited(budget->text());
         QVERIFY(panel->isValid());
         QCOMPARE(panel->config().memory_limit_bytes, int64_t{512} * 1024 * 1024);
     }
@@ -104,11 +110,12 @@ private slots:
     void choosingAnOptimizerSetsItsDefaultLearningRate() {
         MainWindow window;
         auto* panel = window.configPanel();
-        auto* optimizer = panel->findChild<QComboBox*>("optimizerCombo");
+        auto* optimizer = panel->findChild<QComboBox*>("optimizer.kind");
         optimizer->setCurrentIndex(optimizer->findData(QStringLiteral("rmsprop")));
         QCOMPARE(panel->config().optimizer.kind, OptimizerKind::rmsprop);
-        QCOMPARE(*panel->config().optimizer.lr, 1e-2);
-        auto* lr = panel->findChild<QDoubleSpinBox*>("learningRateSpin");
+        QCOMPARE(panel->config().optimizer.resolved_lr(), 1e-2);
+        QCOMPARE(panel->findChild<QDoubleSpinBox*>("optimizer.lr")->value(), 1e-2);
+        auto* lr = panel->findChild<QDoubleSpinBox*>("optimizer.lr");
         lr->setValue(0.0005);
         QCOMPARE(*panel->config().optimizer.lr, 0.0005);
     }
@@ -119,7 +126,8 @@ private slots:
         config.precision = Precision::bf16;
         config.optimizer.kind = OptimizerKind::sgd;
         config.optimizer.lr = 0.05;
-        config.optimizer.momentum = 0.9;  // no control: must pass through untouched
+        config.optimizer.momentum = 0.9;
+        config.optimizer.nesterov = true;
         config.schedule.kind = ScheduleKind::cosine;
         config.schedule.warmup_steps = 10;
         config.gradient_checkpointing = true;
@@ -134,6 +142,7 @@ private slots:
         QCOMPARE(back.optimizer.kind, OptimizerKind::sgd);
         QCOMPARE(*back.optimizer.lr, 0.05);
         QCOMPARE(back.optimizer.momentum, 0.9);
+        QVERIFY(back.optimizer.nesterov);
         QCOMPARE(back.schedule.kind, ScheduleKind::cosine);
         QCOMPARE(back.schedule.warmup_steps, 10);
         QVERIFY(back.gradient_checkpointing);
@@ -145,7 +154,7 @@ private slots:
 
     void cudaEntryIsExplainedWhenUnavailable() {
         MainWindow window;
-        auto* device = window.configPanel()->findChild<QComboBox*>("deviceCombo");
+        auto* device = window.configPanel()->findChild<QComboBox*>("device");
         QVERIFY(device->findData(QStringLiteral("cpu")) >= 0);
         bool has_usable_cuda = false;
         for (const auto& info : available_devices()) has_usable_cuda = has_usable_cuda || info.id.rfind("cuda", 0) == 0;
@@ -153,6 +162,107 @@ private slots:
         const int index = device->findData(QStringLiteral("cuda"));
         QVERIFY(index >= 0);
         QVERIFY(!device->itemData(index, Qt::ToolTipRole).toString().isEmpty());
+    }
+
+    // Picking GPT shows the GPT's fields, loads its defaults, and the live plan follows n_layer.
+    void gptFamilyShowsItsFieldsAndPlan() {
+        MainWindow window;
+        auto* panel = window.configPanel();
+        panel->setConfig(testing::small_config(0));
+        auto* model = panel->findChild<QComboBox*>("model");
+        auto* n_layer = panel->findChild<QSpinBox*>("n_layer");
+        auto* hidden = panel->findChild<QLineEdit*>("hidden");
+        QVERIFY(model && n_layer && hidden);
+        QVERIFY(!n_layer->isVisibleTo(panel));
+        QVERIFY(hidden->isVisibleTo(panel));
+
+        model->setCurrentIndex(model->findData(QStringLiteral("gpt")));
+        QCOMPARE(panel->config().model, ModelFamily::gpt);
+        QCOMPARE(panel->config().dataset, std::string("kjv"));               // the family's defaults
+        QCOMPARE(panel->config().optimizer.kind, OptimizerKind::adamw);
+        QCOMPARE(panel->config().threads, testing::small_config(0).threads);  // the machine's settings stay
+        QVERIFY(n_layer->isVisibleTo(panel));
+        QVERIFY(!hidden->isVisibleTo(panel));
+
+        RunConfig gpt = panel->config();
+        gpt.dataset = "text:" TRAINBENCH_FIXTURES_DIR "/text/bible_plain.txt";
+        gpt.n_layer = 2;
+        gpt.n_embd = 32;
+        gpt.n_head = 4;
+        gpt.block_size = 32;
+        gpt.batch_size = 16;
+        gpt.step_size = 2;
+        panel->setConfig(gpt);
+        auto* size = panel->findChild<QLabel*>("modelSizeLabel");
+        auto* memory = panel->findChild<QLabel*>("memoryPlanLabel");
+        auto* derived = panel->findChild<QLabel*>("derivedBatchLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(panel->plan().has_value(), 10000);  // the text loads on a worker
+        QVERIFY2(derived->text().contains(QStringLiteral("512 tokens per update")), qPrintable(derived->text()));
+        QVERIFY2(size->text().contains(QStringLiteral("GPT L2")), qPrintable(size->text()));
+        QVERIFY2(size->text().contains(QStringLiteral("per token")), qPrintable(size->text()));
+        QVERIFY2(memory->text().contains(QStringLiteral("activations")), qPrintable(memory->text()));
+        const int64_t two_layers = panel->plan()->parameter_count;
+        const QString two_layer_memory = memory->text();
+
+        n_layer->setValue(4);
+        QVERIFY(panel->plan().has_value());
+        QCOMPARE(panel->config().n_layer, 4);
+        QVERIFY(panel->plan()->parameter_count > two_layers);
+        QVERIFY2(size->text().contains(QStringLiteral("GPT L4")), qPrintable(size->text()));
+        QVERIFY(memory->text() != two_layer_memory);
+        // Each block adds 12 C^2 + 13 C parameters (attention, MLP, two LayerNorms).
+        QCOMPARE(panel->plan()->parameter_count - two_layers, int64_t{2 * (12 * 32 * 32 + 13 * 32)});
+    }
+
+    // The engine's objections land on the row of the field they name.
+    void engineErrorsLandOnTheirField() {
+        MainWindow window;
+        auto* panel = window.configPanel();
+        RunConfig gpt = default_config(ModelFamily::gpt);
+        gpt.dataset = "text:" TRAINBENCH_FIXTURES_DIR "/text/bible_plain.txt";
+        gpt.n_layer = 1;
+        gpt.n_embd = 32;
+        gpt.n_head = 4;
+        gpt.block_size = 32;
+        panel->setConfig(gpt);
+        QTRY_VERIFY_WITH_TIMEOUT(panel->plan().has_value(), 10000);
+        QVERIFY(window.runAction()->isEnabled());
+
+        panel->findChild<QSpinBox*>("n_head")->setValue(3);
+        QVERIFY(!panel->isValid());
+        auto* error = panel->findChild<QLabel*>("error_n_head");
+        QVERIFY(error && !error->isHidden());
+        QVERIFY2(error->text().contains(QStringLiteral("do not divide")), qPrintable(error->text()));
+        QVERIFY(!window.runAction()->isEnabled());
+        panel->findChild<QSpinBox*>("n_head")->setValue(4);
+        QVERIFY(panel->isValid());
+        QVERIFY(error->isHidden());
+
+        // A budget the plan does not fit is refused before any run, on the budget's row.
+        auto* budget = panel->findChild<QLineEdit*>("memory_limit_bytes");
+        budget->setText(QStringLiteral("64KiB"));
+        emit budget->textEdited(budget->text());
+        QVERIFY(!panel->isValid());
+        auto* budget_error = panel->findChild<QLabel*>("error_memory_limit_bytes");
+        QVERIFY2(!budget_error->isHidden() && budget_error->text().contains(QStringLiteral("needs")),
+                 qPrintable(budget_error->text()));
+        budget->setText(QStringLiteral("1GiB"));
+        emit budget->textEdited(budget->text());
+        QVERIFY(panel->isValid());
+        QVERIFY2(panel->findChild<QLabel*>("memoryPlanLabel")->text().contains(QStringLiteral("fits the 1 GiB budget")),
+                 qPrintable(panel->findChild<QLabel*>("memoryPlanLabel")->text()));
+    }
+
+    // Every field of the engine's table that the app shows has a control named by its key.
+    void everyTableFieldHasAControl() {
+        MainWindow window;
+        for (const ConfigField& field : config_fields()) {
+            if (!field.in_app) continue;
+            QVERIFY2(window.configPanel()->findChild<QWidget*>(QString::fromStdString(field.key)),
+                     field.key.c_str());
+            QVERIFY2(window.configPanel()->findChild<QLabel*>(QString::fromStdString("error_" + field.key)),
+                     field.key.c_str());
+        }
     }
 
     void presetsParseAndApply() {
@@ -165,7 +275,19 @@ private slots:
             QVERIFY2(window.configPanel()->isValid() || window.configPanel()->validationError().contains("dataset"),
                      qPrintable(preset.name + ": " + window.configPanel()->validationError()));
             QCOMPARE(window.configPanel()->config().batch_size, preset.config.batch_size);
+            QCOMPARE(window.configPanel()->config().model, preset.config.model);
+            for (const RunConfig& variant : preset.variants) {
+                // A variant changes some knob and keeps the model.
+                QVERIFY2(config_to_json(variant) != config_to_json(preset.config), qPrintable(preset.name));
+                QCOMPARE(variant.model, preset.config.model);
+                QCOMPARE(variant.n_layer, preset.config.n_layer);
+            }
         }
+        // The GPT presets the issue asks for, comparisons with two runs each.
+        int gpt_comparisons = 0;
+        for (const auto& preset : presets)
+            if (preset.config.model == ModelFamily::gpt && preset.variants.size() == 1) ++gpt_comparisons;
+        QCOMPARE(gpt_comparisons, 3);
     }
 
     void lastSettingsAreRestored() {

@@ -4,6 +4,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -11,6 +12,7 @@
 #include "main_window.hpp"
 #include "run_controller.hpp"
 #include "run_store.hpp"
+#include "runs_table.hpp"
 #include "settings_diff_dialog.hpp"
 #include "curve_export.hpp"
 #include "trainbench/config_json.hpp"
@@ -101,6 +103,63 @@ private slots:
         for (const auto& [name, run] : by_name) QCOMPARE(rows_per_run[name], run->steps.size());
     }
 
+    // A figure the CLI's metrics CSV also writes has the CLI's column name, and for the same
+    // run (the second run's config, trained by trainbench-cli) the same values.
+    void csvColumnsAreTheClisForTheSameQuantities() {
+        const RunRecord& run = *window_->runStore().runs().back();
+        QFile config(path("cli-run.json"));
+        QVERIFY(config.open(QIODevice::WriteOnly));
+        config.write(QByteArray::fromStdString(config_to_json(run.config)));
+        config.close();
+        QProcess cli;
+        cli.start(QStringLiteral(TRAINBENCH_CLI_PATH),
+                  {"train", "--config", path("cli-run.json"), "--metrics-out", path("cli-metrics.csv"), "--quiet"});
+        QVERIFY(cli.waitForFinished(60000));
+        QVERIFY2(cli.exitStatus() == QProcess::NormalExit && cli.exitCode() == 0, cli.readAllStandardError().constData());
+        QFile cli_file(path("cli-metrics.csv"));
+        QVERIFY(cli_file.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList cli_header = QString::fromUtf8(cli_file.readLine()).trimmed().split(',');
+        QList<QStringList> cli_rows;
+        while (!cli_file.atEnd()) cli_rows << QString::fromUtf8(cli_file.readLine()).trimmed().split(',');
+        QCOMPARE(static_cast<std::size_t>(cli_rows.size()), run.steps.size());
+
+        // Every per-update column of the app's CSV (after the run's settings) is one of the CLI's.
+        const QStringList settings{"run",       "dataset",    "model",      "hidden",    "n_layer",
+                                   "n_head",    "n_embd",     "block_size", "batch_size", "step_size",
+                                   "micro_batch", "precision", "device",    "optimizer", "lr"};
+        const QStringList columns = curves_csv_columns();
+        QCOMPARE(columns.mid(0, settings.size()), settings);
+        const QStringList shared = columns.mid(settings.size());
+        for (const QString& column : shared) QVERIFY2(cli_header.contains(column), qPrintable(column));
+        for (const char* column : {"mem_total", "mem_update_peak_live", "mem_update_peak_activations"})
+            QVERIFY(shared.contains(QString(column)));
+
+        window_->exportCurvesCsv(path("curves-vs-cli.csv"));
+        QFile file(path("curves-vs-cli.csv"));
+        QVERIFY(file.open(QIODevice::ReadOnly | QIODevice::Text));
+        QCOMPARE(QString::fromUtf8(file.readLine()).trimmed().split(','), columns);
+        int compared = 0;
+        while (!file.atEnd()) {
+            const QStringList fields = split_csv_line(QString::fromUtf8(file.readLine()).trimmed());
+            if (fields[0] != run.name) continue;
+            const QStringList& cli_row = cli_rows.at(compared++);
+            for (const QString& column : shared) {
+                if (column == "wall_seconds" || column == "update_ms" || column == "samples_per_second" ||
+                    column == "tokens_per_second" || column == "mfu" || column == "rss_bytes")
+                    continue;  // timings and the process's size differ between two processes
+                const QString app_value = fields[columns.indexOf(column)];
+                const QString cli_value = cli_row[cli_header.indexOf(column)];
+                // The CLI writes 9 significant digits, the app 17: compare at the CLI's.
+                const QString app_rounded = app_value.contains('.') || app_value.contains('e')
+                                                ? QString::asprintf("%.9g", app_value.toDouble())
+                                                : app_value;
+                QVERIFY2(app_rounded == cli_value,
+                         qPrintable(QString("update %1, %2: app %3, CLI %4").arg(compared).arg(column, app_value, cli_value)));
+            }
+        }
+        QCOMPARE(static_cast<std::size_t>(compared), run.steps.size());
+    }
+
     void jsonHoldsEveryUpdate() {
         window_->exportCurvesJson(path("curves.json"));
         QFile file(path("curves.json"));
@@ -162,6 +221,50 @@ private slots:
             }
         }
         QVERIFY(reopened.plotArea() != nullptr);
+    }
+
+    // A language-model run's exports carry its family, its shape, tokens/s, MFU and its samples.
+    void gptRunExportsItsModelAndSamples() {
+        MainWindow window;
+        auto record = std::make_unique<RunRecord>();
+        record->name = QStringLiteral("gpt run");
+        record->config = default_example_config();
+        record->state = RunState::completed;
+        for (int64_t update = 1; update <= 3; ++update) {
+            StepMetrics step;
+            step.update = update;
+            step.samples_seen = 32 * update;
+            step.loss = 4.0 - 0.1 * static_cast<double>(update);
+            step.samples_per_second = 100.0;
+            step.tokens_per_second = 6400.0;
+            step.mfu = 0.25;
+            record->steps.push_back(step);
+        }
+        RunRecord& run = window.runStore().adoptRun(std::move(record));
+        window.runStore().appendSamples(run.id, {{2, QStringLiteral("\nAnd God said")}});
+        window.runsTable()->selectRow(window.runsTable()->rowOf(run.id));
+
+        window.exportCurvesCsv(path("gpt.csv"));
+        QFile csv(path("gpt.csv"));
+        QVERIFY(csv.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList header = QString::fromUtf8(csv.readLine()).trimmed().split(',');
+        const QStringList row = split_csv_line(QString::fromUtf8(csv.readLine()).trimmed());
+        QCOMPARE(row[header.indexOf("model")], QStringLiteral("gpt"));
+        QCOMPARE(row[header.indexOf("n_layer")], QStringLiteral("2"));
+        QCOMPARE(row[header.indexOf("block_size")], QStringLiteral("64"));
+        QCOMPARE(row[header.indexOf("hidden")], QString());
+        QCOMPARE(row[header.indexOf("tokens_per_second")].toDouble(), 6400.0);
+        QCOMPARE(row[header.indexOf("mfu")].toDouble(), 0.25);
+
+        window.exportCurvesJson(path("gpt.json"));
+        QFile json_file(path("gpt.json"));
+        QVERIFY(json_file.open(QIODevice::ReadOnly));
+        const QJsonObject entry = QJsonDocument::fromJson(json_file.readAll()).object()["runs"].toArray()[0].toObject();
+        QCOMPARE(entry["config"].toObject()["model"].toString(), QStringLiteral("gpt"));
+        QCOMPARE(entry["config"].toObject()["n_embd"].toInt(), 64);
+        QCOMPARE(entry["updates"].toObject()["tokens_per_second"].toArray()[0].toDouble(), 6400.0);
+        QCOMPARE(entry["samples"].toArray()[0].toObject()["update"].toInt(), 2);
+        QCOMPARE(entry["samples"].toArray()[0].toObject()["text"].toString(), QStringLiteral("\nAnd God said"));
     }
 
     void settingsDifferenceListsStepSize() {

@@ -86,6 +86,32 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 60000);
         window.runsTable()->selectRow(0);
         capture(window, QStringLiteral("after-runs"));
+    }
+
+    // The default example, a small GPT on the King James Bible: the settings before, the plots
+    // and the first samples during, the samples turned into words after. The last picture is
+    // the README's.
+    void gptBeforeDuringAfter() {
+        MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        RunConfig gpt = default_example_config();
+        gpt.max_steps = 400;
+        gpt.eval_every = 100;
+        window.configPanel()->setConfig(gpt);
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QTRY_VERIFY_WITH_TIMEOUT(window.configPanel()->plan().has_value(), 60000);  // the corpus loaded
+        capture(window, QStringLiteral("gpt-before-run"));
+
+        window.startRun();
+        auto& run = *window.runStore().runs().back();
+        QTRY_VERIFY_WITH_TIMEOUT(run.samples.size() >= 2 || !window.runController().isRunning(), 300000);
+        QVERIFY2(window.runController().isRunning(), qPrintable(run.message));
+        capture(window, QStringLiteral("gpt-during-run"));
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 300000);
+        QVERIFY2(run.state == RunState::completed, qPrintable(run.message));
+        QCOMPARE(run.samples.size(), std::size_t{4});
+        capture(window, QStringLiteral("gpt-after-run"));
         capture(window, QStringLiteral("main-window"));
     }
 };

@@ -61,6 +61,13 @@ struct FieldRange {
     std::string hint{};   // what a boundary value means, e.g. "0 means no limit"
 };
 
+// A field that only matters for some values of a choice (momentum: sgd and rmsprop); the
+// app hides it otherwise. The values are names as the choice reads them.
+struct FieldCondition {
+    std::string key;
+    std::vector<std::string> values;
+};
+
 // One RunConfig setting as every front end sees it. Defaults are not here: they come from
 // default_config(family) through `access`.
 struct ConfigField {
@@ -75,11 +82,17 @@ struct ConfigField {
     std::optional<ModelFamily> family{};  // the model it applies to; none: every model
     bool train_only = false;            // a per-run output or setting `compare` does not take
     bool switch_sets = true;            // boolean: the value its flag sets (--no-shuffle: false)
+    std::string details{};              // a form's tooltip: what it does to speed and memory
+    std::string zero_label{};           // a form's text for 0 where 0 is special ("never")
+    std::optional<FieldCondition> only_when{};
+    bool in_app = true;                 // false: per-run files the app manages itself
     FieldAccess access{};
 
     // Messages name a field by its flag, or by its key when it has none.
     const std::string& name_in_messages() const { return flag.empty() ? key : flag; }
     bool applies_to(ModelFamily model) const { return !family || *family == model; }
+    // Whether only_when holds for `config` (always true without a condition).
+    bool condition_holds(const RunConfig& config) const;
     // choice: the accepted names; empty for other kinds.
     const std::vector<std::string>& choices() const;
 };
@@ -88,5 +101,14 @@ struct ConfigField {
 std::span<const ConfigField> config_fields();
 // nullptr when no field has this key.
 const ConfigField* find_config_field(std::string_view key);
+// Copies this field's value from one configuration to another.
+void copy_field_value(const ConfigField& field, const RunConfig& from, RunConfig& to);
+// The field's value as text: numbers as the JSON writes them, choices by name, widths "128,128".
+std::string field_value_text(const ConfigField& field, const RunConfig& config);
+// The arguments of `trainbench-cli train` that give this configuration: --model, then every
+// field with a flag whose value differs from the family's default. Fields without a flag
+// (optimizer.beta1, ...) and switches set against their flag are left out; a --config file
+// carries those.
+std::vector<std::string> cli_arguments_for(const RunConfig& config);
 
 }  // namespace trainbench

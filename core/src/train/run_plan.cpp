@@ -73,7 +73,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
         const int64_t needed = planned_total_for(config, data);
         if (needed > config.memory_limit_bytes) {
             const int64_t step = config.auto_fit ? smallest_fitting_step_size(config, data) : 0;
-            if (step == 0) throw Error(over_budget_message(config, data, needed));
+            if (step == 0) throw Error(over_budget_message(config, data, needed), "memory_limit_bytes");
             RunConfig fitted = config;
             fitted.step_size = step;
             plan.auto_fit_note = "--auto-fit chose step_size " + std::to_string(step) + " (micro-batch " +
