@@ -2,9 +2,32 @@
 // Interposes the C allocator for one test executable and counts the calls made while
 // `counting` is set: how the tests prove that a training step (or a kernel) allocates nothing.
 // Include it from exactly one source file of an executable.
+//
+// Under AddressSanitizer or ThreadSanitizer the sanitizer's runtime owns malloc and free: an
+// interposed malloc that returns glibc's blocks makes the runtime's free crash. There the
+// allocator is left alone, TRAINBENCH_COUNTS_ALLOCATIONS is 0 and each counting test calls
+// SKIP_WITHOUT_ALLOCATION_COUNTER() first, which skips it with the reason printed.
 #include <atomic>
 #include <cstdlib>
 
+#include "core/sanitizer_build.hpp"
+
+#if TRAINBENCH_SANITIZED_BUILD
+#define TRAINBENCH_COUNTS_ALLOCATIONS 0
+#define SKIP_WITHOUT_ALLOCATION_COUNTER()                                                            \
+    QSKIP("built with a sanitizer, which owns malloc: allocations cannot be counted by "           \
+          "interposing it (run this test in a build without sanitizers)")
+#else
+#define TRAINBENCH_COUNTS_ALLOCATIONS 1
+#define SKIP_WITHOUT_ALLOCATION_COUNTER() static_cast<void>(0)
+#endif
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+}  // namespace
+
+#if TRAINBENCH_COUNTS_ALLOCATIONS
 extern "C" {
 void* __libc_malloc(size_t);
 void* __libc_calloc(size_t, size_t);
@@ -13,8 +36,6 @@ void* __libc_memalign(size_t, size_t);
 }
 
 namespace {
-std::atomic<bool> counting{false};
-std::atomic<long> allocations{0};
 void count() {
     if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
 }
@@ -47,3 +68,4 @@ void* memalign(size_t alignment, size_t n) {
     return __libc_memalign(alignment, n);
 }
 }
+#endif  // TRAINBENCH_COUNTS_ALLOCATIONS

@@ -223,6 +223,24 @@ private slots:
         QVERIFY2(message.find("[json.exception") == std::string::npos, message.c_str());
     }
 
+    // File names are bytes, JSON is UTF-8: a path that is not UTF-8 is written with U+FFFD
+    // in place of the bad byte instead of throwing (--print-config, checkpoints' config).
+    void a_path_that_is_not_utf8_is_written_with_a_replacement() {
+        RunConfig c;
+        c.dataset = "csv:/tmp/caf\xe9.csv";
+        const std::string json = config_to_json(c);
+        QVERIFY2(json.find("\"csv:/tmp/caf\xef\xbf\xbd.csv\"") != std::string::npos, json.c_str());
+        QCOMPARE(config_from_json(json).dataset, std::string("csv:/tmp/caf\xef\xbf\xbd.csv"));
+    }
+
+    // A number beyond double is nlohmann's out_of_range, not a parse_error: it escaped as a
+    // foreign exception and ended the program (found by fuzz/fuzz_config_json).
+    void number_beyond_double_is_malformed_json() {
+        EXPECT_ERROR_CONTAINS(config_from_json(R"({"seed": 18e44073709551615})"),
+                              "malformed config JSON: number overflow parsing '18e44073709551615'");
+        EXPECT_ERROR_CONTAINS(config_from_json(R"({"optimizer": {"lr": -1e999}})"), "number overflow");
+    }
+
     void load_config_file_reads_and_names_the_file() {
         QTemporaryDir dir;
         const std::string path = dir.filePath("run.json").toStdString();

@@ -12,7 +12,10 @@
 #include <numbers>
 #include <set>
 
+#include <sys/resource.h>
+
 #include "core/error_expectations.hpp"
+#include "data/idx_reader.hpp"
 #include "trainbench/dataset.hpp"
 #include "trainbench/error.hpp"
 
@@ -21,6 +24,13 @@ using namespace trainbench;
 namespace {
 
 const char* const fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
+
+// The process's peak resident memory so far.
+long peak_rss_kib() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss;
+}
 
 
 void write_gzip_file(const QString& path, const QByteArray& bytes) {
@@ -366,6 +376,14 @@ private slots:
         QTest::newRow("header only") << QByteArray("a,b,t\n") << "no data rows";
         QTest::newRow("only a target column") << QByteArray("t\n1\n") << "at least one feature column";
         QTest::newRow("negative label") << QByteArray("a,t\n1,0\n2,-1\n") << "bad.csv:3: class label -1";
+        // Whole numbers beyond int64_t: named in exponent form, not cast (UBSan: "1e+300 is
+        // outside the range of representable values of type 'long'", found by fuzz/fuzz_csv).
+        QTest::newRow("huge label") << QByteArray("a,t\n1,0\n2,1e300\n")
+                                    << "holds whole numbers up to 1e+300, too many classes";
+        QTest::newRow("huge negative label") << QByteArray("a,t\n1,0\n2,-4.5e20\n")
+                                             << "bad.csv:3: class label -4.5e+20 in column 2";
+        QTest::newRow("largest exact label") << QByteArray("a,t\n1,9007199254740991\n")
+                                             << "holds whole numbers up to 9007199254740991,";
     }
 
     void csv_rejects_broken_files() {
@@ -451,6 +469,42 @@ private slots:
         QFile::remove(images + ".gz");
         EXPECT_ERROR_CONTAINS(load_dataset(spec, options_with(1)), "has no train-images-idx3-ubyte (or train-images-idx3-ubyte.gz)");
         EXPECT_ERROR_CONTAINS(load_dataset("idx:/nonexistent/folder", options_with(1)), "is not a folder");
+    }
+
+    // A header of a few bytes that declares a gigabyte of pixels (or of labels) is refused as
+    // truncated without the reader first allocating what it declares (found by
+    // fuzz/fuzz_idx: a 13-byte file made it allocate 3 GB). Plain and gzip.
+    void idx_header_claiming_a_gigabyte_costs_no_gigabyte() {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QByteArray images = idx_images(0, 0, 0, 0).left(4) + big_endian(1u << 28) + big_endian(2) +
+                                  big_endian(2) + QByteArray("\x01\x02\x03");
+        const QByteArray labels = idx_labels({}).left(4) + big_endian(0xFFFFFFFFu) + QByteArray("\x01");
+        write_file(dir.filePath("images"), images);
+        write_file(dir.filePath("labels"), labels);
+        write_gzip_file(dir.filePath("images.gz"), images);
+        const long before = peak_rss_kib();
+        for (const char* name : {"images", "images.gz"})
+            EXPECT_ERROR_CONTAINS(data::read_idx_images(dir.filePath(name).toStdString()),
+                                  "header declares 268435456 images of 2x2 (1073741824 bytes) but only 3 follow");
+        EXPECT_ERROR_CONTAINS(data::read_idx_labels(dir.filePath("labels").toStdString()),
+                              "header declares 4294967295 labels (4294967295 bytes) but only 1 follow");
+        const long grown_mib = (peak_rss_kib() - before) / 1024;
+        QVERIFY2(grown_mib < 256, qPrintable(QString("peak memory grew by %1 MiB").arg(grown_mib)));
+    }
+
+    // Dimensions whose product does not fit in 64 bits: 2^16 images of 2^24 x 2^24 pixels is
+    // 2^64 bytes, which wrapped around to 0 and was accepted with no pixels at all (found by
+    // fuzz/fuzz_idx_gzip). Refused as more than 8 GiB, as is a product that does fit.
+    void idx_dimensions_whose_product_overflows_are_refused() {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString path = dir.filePath("images");
+        write_file(path, idx_images(0, 0, 0, 0).left(4) + big_endian(1u << 16) + big_endian(1u << 24) + big_endian(1u << 24));
+        EXPECT_ERROR_CONTAINS(data::read_idx_images(path.toStdString()),
+                              "declares 65536 images of 16777216x16777216 pixels, more than 8 GiB");
+        write_file(path, idx_images(0, 0, 0, 0).left(4) + big_endian(3) + big_endian(0xFFFFFFFFu) + big_endian(0xFFFFFFFFu));
+        EXPECT_ERROR_CONTAINS(data::read_idx_images(path.toStdString()), "more than 8 GiB");
     }
 
     void fashion_mnist_loads_fast_with_test_set() {

@@ -341,6 +341,7 @@ private slots:
                     << int(p) << checkpointing;
     }
     void updates_do_not_allocate() {
+        SKIP_WITHOUT_ALLOCATION_COUNTER();
         QFETCH(int, precision);
         QFETCH(bool, checkpointing);
         auto engine = make_cpu_engine(fixture_spec(2, checkpointing, B, Precision(precision)));

@@ -108,6 +108,43 @@ private slots:
         QCOMPARE((8 + header_size) % 8, uint64_t(0));
     }
 
+    // An empty tensor has no bytes and its vector's data() is null, which memcpy must never see,
+    // even for 0 bytes (UBSan: "null pointer passed as argument 2, which is declared to never
+    // be null" in append_floats_le). Only empty tensors, and empty ones around a full one.
+    void empty_tensors_round_trip() {
+        for (const std::vector<NamedTensor>& tensors :
+             {std::vector<NamedTensor>{{"only", {0}, {}}},
+              std::vector<NamedTensor>{{"first", {0, 3}, {}}, {"x", {1}, {3.f}}, {"last", {2, 0}, {}}}}) {
+            const std::string file = path("empty.safetensors");
+            write_safetensors(file, tensors);
+            const auto back = read_safetensors(file);
+            QCOMPARE(back.size(), tensors.size());
+            for (size_t i = 0; i < tensors.size(); ++i) {
+                QCOMPARE(back[i].shape, tensors[i].shape);
+                QCOMPARE(back[i].data, tensors[i].data);
+            }
+        }
+    }
+
+    // The in-memory reader (what the fuzzer drives) agrees with the file reader, refusals too.
+    void parse_from_memory_matches_the_file_reader() {
+        const std::string bytes = read_bytes(kFixtureStem + ".safetensors");
+        std::map<std::string, std::string> from_file_metadata, from_memory_metadata;
+        const auto from_file = read_safetensors(kFixtureStem + ".safetensors", &from_file_metadata);
+        const auto from_memory = parse_safetensors(bytes, "fixture", &from_memory_metadata);
+        QCOMPARE(from_memory.size(), from_file.size());
+        for (size_t i = 0; i < from_file.size(); ++i) {
+            QCOMPARE(from_memory[i].name, from_file[i].name);
+            QCOMPARE(from_memory[i].shape, from_file[i].shape);
+            QCOMPARE(from_memory[i].data, from_file[i].data);
+        }
+        QCOMPARE(from_memory_metadata, from_file_metadata);
+        EXPECT_ERROR_CONTAINS(parse_safetensors(bytes.substr(0, 5), "short"),
+                              "'short' is not a valid safetensors file: it is 5 bytes long");
+        EXPECT_ERROR_CONTAINS(parse_safetensors(bytes.substr(0, bytes.size() - 4), "cut"),
+                              "outside the");
+    }
+
     void writer_rejects_inconsistent_tensors() {
         EXPECT_ERROR_CONTAINS(write_safetensors(path("x.safetensors"), {{"w", {2, 2}, {1.f}}}),
                               "has shape [2, 2] but 1 values");
@@ -150,6 +187,10 @@ private slots:
         const std::string message = error_of([&] { read_safetensors(file); });
         QVERIFY2(message.find("malformed JSON header") != std::string::npos, message.c_str());
         QVERIFY2(message.find(file) != std::string::npos, message.c_str());
+        // A number beyond double is nlohmann's out_of_range, not a parse_error; it must be
+        // refused the same way (the same escape fuzz/fuzz_config_json found in config JSON).
+        write_bytes(file, safetensors_blob(R"({"w": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 0]}})", ""));
+        EXPECT_ERROR_CONTAINS(read_safetensors(file), "malformed JSON header: number overflow parsing '1e999'");
     }
 
     void non_float32_dtype_is_rejected() {

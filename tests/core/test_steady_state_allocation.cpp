@@ -48,6 +48,7 @@ private slots:
         QTest::newRow("fp16-prefetch") << "fp16" << false << 2;
     }
     void updates_do_not_allocate() {
+        SKIP_WITHOUT_ALLOCATION_COUNTER();
         QFETCH(QString, precision);
         QFETCH(bool, checkpointing);
         QFETCH(int, prefetch);
@@ -75,6 +76,7 @@ private slots:
         QTest::newRow("checkpointing-prefetch") << true << 2;
     }
     void gpt_updates_do_not_allocate() {
+        SKIP_WITHOUT_ALLOCATION_COUNTER();
         QFETCH(bool, checkpointing);
         QFETCH(int, prefetch);
         QTemporaryDir folder;

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainbench {
@@ -28,6 +29,9 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
 // Throws Error for a missing, truncated or malformed file, or a dtype other than F32.
 std::vector<NamedTensor> read_safetensors(const std::string& path,
                                           std::map<std::string, std::string>* metadata = nullptr);
+// The same for a file's bytes held in memory; `path` only names it in messages.
+std::vector<NamedTensor> parse_safetensors(std::string_view bytes, const std::string& path,
+                                           std::map<std::string, std::string>* metadata = nullptr);
 
 // Weights files are safetensors with the state_dict names (an MLP's i-th Linear layer is
 // "layers.{i}.weight" and "layers.{i}.bias"), so they load in PyTorch and back.

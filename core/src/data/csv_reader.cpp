@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,15 @@ std::vector<std::string_view> split_cells(std::string_view line) {
     }
 }
 
+// A whole-number target as text. Exact below 2^53; beyond, in exponent form ("1e+300"),
+// because converting a double that int64_t cannot hold is undefined behaviour.
+std::string whole_number_text(double value) {
+    if (std::fabs(value) < 9007199254740992.0) return std::to_string(static_cast<int64_t>(value));
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return text;
+}
+
 std::string column_name(const std::vector<std::string>& header, size_t column) {
     return "column " + std::to_string(column + 1) + " ('" + header[column] + "')";
 }
@@ -44,7 +54,10 @@ std::string column_name(const std::vector<std::string>& header, size_t column) {
 LabeledTable read_csv_table(const std::string& path) {
     std::ifstream file(path, std::ios::binary);
     if (!file) throw Error("cannot open CSV file " + path + "; check the path after 'csv:'");
+    return read_csv_table(file, path);
+}
 
+LabeledTable read_csv_table(std::istream& file, const std::string& path) {
     std::string line;
     int64_t line_number = 0;
     std::vector<std::string> header;
@@ -121,7 +134,7 @@ LabeledTable read_csv_table(const std::string& path) {
     for (size_t row = 0; row < targets.size(); ++row) {
         if (targets[row] < 0.0) {
             throw Error(path + ":" + std::to_string(target_lines[row]) + ": class label " +
-                        std::to_string(static_cast<int64_t>(targets[row])) + " in " +
+                        whole_number_text(targets[row]) + " in " +
                         column_name(header, features) +
                         "; whole-number targets are class labels and must be 0, 1, 2, ...; renumber the classes");
         }
@@ -129,7 +142,7 @@ LabeledTable read_csv_table(const std::string& path) {
     }
     if (largest >= most_classes) {
         throw Error("CSV file " + path + ": the target " + column_name(header, features) +
-                    " holds whole numbers up to " + std::to_string(static_cast<int64_t>(largest)) +
+                    " holds whole numbers up to " + whole_number_text(largest) +
                     ", too many classes; class labels must be 0.." +
                     std::to_string(most_classes - 1));
     }

@@ -1,4 +1,5 @@
 #pragma once
+#include <istream>
 #include <string>
 
 #include "data/labeled_table.hpp"
@@ -9,5 +10,7 @@ namespace trainbench::data {
 // target is a whole number the table is a classification with max(target) + 1 classes,
 // otherwise a regression. Errors name file:line and the column.
 LabeledTable read_csv_table(const std::string& path);
+// The same from a stream (e.g. text held in memory); `path` only names it in messages.
+LabeledTable read_csv_table(std::istream& in, const std::string& path);
 
 }  // namespace trainbench::data

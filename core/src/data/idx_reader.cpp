@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "trainbench/error.hpp"
 
@@ -60,8 +61,22 @@ public:
                (uint32_t{bytes[2]} << 8) | uint32_t{bytes[3]};
     }
 
-    void read_payload(uint8_t* destination, uint64_t size, const std::string& declared) {
-        const uint64_t got = read(destination, size);
+    // Reads the `size` bytes the header declares into `out`. The buffer grows as the data
+    // arrives (from 1 MiB, doubling), not to the declared size at once: a damaged or hostile
+    // header of a few bytes that claims gigabytes must not cost gigabytes before the data
+    // runs out (found by fuzz/fuzz_idx: a 13-byte file made the reader allocate 3 GB).
+    void read_payload(std::vector<uint8_t>& out, uint64_t size, const std::string& declared) {
+        constexpr uint64_t first_chunk = uint64_t{1} << 20;
+        out.clear();
+        uint64_t got = 0;
+        while (got < size) {
+            const uint64_t want = std::min(size, std::max(first_chunk, 2 * got)) - got;
+            out.reserve(got + want);  // exactly: resize alone may double the capacity
+            out.resize(got + want);
+            const uint64_t arrived = read(out.data() + got, want);
+            got += arrived;
+            if (arrived < want) break;
+        }
         if (got < size) {
             throw Error("IDX file " + path_ + " is truncated: its header declares " + declared +
                         " (" + std::to_string(size) + " bytes) but only " + std::to_string(got) +
@@ -114,13 +129,17 @@ IdxImages read_idx_images(const std::string& path) {
                     " images of " + std::to_string(images.rows) + "x" +
                     std::to_string(images.columns) + " pixels; every dimension must be positive");
     }
-    const uint64_t size = static_cast<uint64_t>(images.count) * images.rows * images.columns;
-    if (size > largest_payload) {
-        throw Error("IDX file " + path + " declares " + std::to_string(size) +
-                    " bytes of pixels, more than 8 GiB; its header is damaged");
+    // rows * columns fits in 64 bits (each is below 2^32); the count times that may not, and a
+    // product that wrapped around to a small size was accepted with dimensions that do not
+    // match the pixels (found by fuzz/fuzz_idx_gzip: 65536 images of 2^24 x 2^24, no pixels).
+    const uint64_t per_image = static_cast<uint64_t>(images.rows) * static_cast<uint64_t>(images.columns);
+    if (per_image > largest_payload || static_cast<uint64_t>(images.count) > largest_payload / per_image) {
+        throw Error("IDX file " + path + " declares " + std::to_string(images.count) + " images of " +
+                    std::to_string(images.rows) + "x" + std::to_string(images.columns) +
+                    " pixels, more than 8 GiB; its header is damaged");
     }
-    images.pixels.resize(size);
-    stream.read_payload(images.pixels.data(), size,
+    const uint64_t size = static_cast<uint64_t>(images.count) * per_image;
+    stream.read_payload(images.pixels, size,
                         std::to_string(images.count) + " images of " + std::to_string(images.rows) +
                             "x" + std::to_string(images.columns));
     return images;
@@ -131,8 +150,8 @@ std::vector<int32_t> read_idx_labels(const std::string& path) {
     check_magic(stream, stream.read_big_endian_u32("magic number"), labels_magic, "label");
     const uint32_t count = stream.read_big_endian_u32("label count");
     if (count == 0) throw Error("IDX file " + path + " declares 0 labels; it must hold at least one");
-    std::vector<uint8_t> bytes(count);
-    stream.read_payload(bytes.data(), count, std::to_string(count) + " labels");
+    std::vector<uint8_t> bytes;
+    stream.read_payload(bytes, count, std::to_string(count) + " labels");
     return std::vector<int32_t>(bytes.begin(), bytes.end());
 }
 

@@ -94,7 +94,11 @@ TextCorpus load_text_corpus(const std::string& spec, int64_t block_size) {
 }
 
 TextCorpus read_text_corpus(const std::string& path, const std::string& name) {
-    const std::string bytes = read_whole_file(path);
+    return text_corpus_from_file_bytes(read_whole_file(path), path, name);
+}
+
+TextCorpus text_corpus_from_file_bytes(std::string_view bytes, const std::string& path,
+                                       const std::string& name) {
     if (bytes.empty()) {
         throw Error("text file " + path + " is empty; give a file with the text to learn from");
     }

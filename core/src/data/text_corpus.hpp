@@ -41,6 +41,10 @@ TextCorpus load_text_corpus(const std::string& spec, int64_t block_size);
 // carriage return and escape: that refuses compressed files, programs, images and random
 // bytes, yet takes any UTF-8, Latin-1 or other 8-bit text.
 TextCorpus read_text_corpus(const std::string& path, const std::string& name);
+// The same for a file's bytes held in memory (the same checks); `path` is only recorded and
+// named in messages.
+TextCorpus text_corpus_from_file_bytes(std::string_view bytes, const std::string& path,
+                                       const std::string& name);
 
 // Tokenizes text held in memory (no checks of its content); `path` is only recorded.
 TextCorpus corpus_from_text(std::string_view text, const std::string& name,

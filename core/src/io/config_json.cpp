@@ -215,14 +215,20 @@ std::string without_exception_tag(const std::string& message) {
 }  // namespace
 
 std::string config_to_json(const RunConfig& config, int indent) {
-    return config_to_json_value(config).dump(indent < 0 ? -1 : indent);
+    // A path need not be UTF-8 (Linux file names are bytes) but JSON text must be: a byte that
+    // is not UTF-8 is written as U+FFFD instead of throwing nlohmann's type_error, which
+    // reached the user as "unexpected failure: [json.exception.type_error.316] ...".
+    return config_to_json_value(config).dump(indent < 0 ? -1 : indent, ' ', false,
+                                             Json::error_handler_t::replace);
 }
 
 RunConfig config_from_json(const std::string& json_text, const RunConfig& base) {
     Json j;
     try {
         j = Json::parse(json_text);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {
+        // parse_error, and out_of_range for a number beyond double (1e999), which escaped as a
+        // foreign exception before (found by fuzz/fuzz_config_json).
         throw Error("malformed config JSON: " + without_exception_tag(e.what()));
     }
     // A file that names another model family starts from that family's defaults, so that

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -42,7 +43,10 @@ uint64_t read_u64_le(const unsigned char* bytes) {
     return value;
 }
 
+// An empty tensor (a zero in its shape) has no bytes; its vector's data() may then be null,
+// and memcpy from null is undefined even for 0 bytes.
 void append_floats_le(std::string& out, const std::vector<float>& values) {
+    if (values.empty()) return;
     const size_t start = out.size();
     out.resize(start + values.size() * sizeof(float));
     std::memcpy(out.data() + start, values.data(), values.size() * sizeof(float));
@@ -58,6 +62,7 @@ void append_floats_le(std::string& out, const std::vector<float>& values) {
 
 std::vector<float> floats_from_le(const char* bytes, size_t count) {
     std::vector<float> values(count);
+    if (count == 0) return values;  // data() may be null: see append_floats_le
     std::memcpy(values.data(), bytes, count * sizeof(float));
     if constexpr (!kHostIsLittleEndian) {
         for (auto& v : values) v = std::bit_cast<float>(byteswap32(std::bit_cast<uint32_t>(v)));
@@ -95,6 +100,21 @@ void write_all_or_throw(int fd, const std::string& bytes, const std::string& tmp
         }
         written += static_cast<size_t>(n);
     }
+}
+
+// Checks the 8-byte header length at the start of `bytes` against the file's size and returns
+// it; `bytes` holds at least the first min(file_size, 8) bytes of the file.
+uint64_t check_header_length(std::string_view bytes, uint64_t file_size, const std::string& path) {
+    const std::string bad = "'" + path + "' is not a valid safetensors file: ";
+    if (file_size < 8)
+        throw Error(bad + "it is " + std::to_string(file_size) +
+                    " bytes long, shorter than the 8-byte header length");
+    const uint64_t header_size = read_u64_le(reinterpret_cast<const unsigned char*>(bytes.data()));
+    if (header_size > kMaxHeaderBytes || header_size > file_size - 8)
+        throw Error(bad + "the header claims " + std::to_string(header_size) +
+                    " bytes but only " + std::to_string(file_size - 8) +
+                    " follow (truncated or not safetensors)");
+    return header_size;
 }
 
 }  // namespace
@@ -162,30 +182,30 @@ std::vector<NamedTensor> read_safetensors(const std::string& path,
     const uint64_t file_size = std::filesystem::file_size(path, size_error);
     if (size_error)
         throw Error("cannot read safetensors file '" + path + "': " + size_error.message());
-    const std::string bad = "'" + path + "' is not a valid safetensors file: ";
-
-    if (file_size < 8)
-        throw Error(bad + "it is " + std::to_string(file_size) +
-                    " bytes long, shorter than the 8-byte header length");
-    unsigned char length_bytes[8];
-    in.read(reinterpret_cast<char*>(length_bytes), 8);
-    const uint64_t header_size = read_u64_le(length_bytes);
-    if (header_size > kMaxHeaderBytes || header_size > file_size - 8)
-        throw Error(bad + "the header claims " + std::to_string(header_size) +
-                    " bytes but only " + std::to_string(file_size - 8) +
-                    " follow (truncated or not safetensors)");
-
-    std::string header_text(header_size, '\0');
-    in.read(header_text.data(), static_cast<std::streamsize>(header_size));
-    const uint64_t data_size = file_size - 8 - header_size;
-    std::string data(data_size, '\0');
-    in.read(data.data(), static_cast<std::streamsize>(data_size));
+    // The header length is checked before the whole file is read, so a large file that is not
+    // safetensors is refused without reading it.
+    std::string bytes(std::min<uint64_t>(file_size, 8), '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!in) throw Error("cannot read safetensors file '" + path + "': read failed");
+    check_header_length(bytes, file_size, path);
+    bytes.resize(file_size);
+    in.read(bytes.data() + 8, static_cast<std::streamsize>(file_size - 8));
+    if (!in) throw Error("cannot read safetensors file '" + path + "': read failed");
+    return parse_safetensors(bytes, path, metadata);
+}
+
+std::vector<NamedTensor> parse_safetensors(std::string_view bytes, const std::string& path,
+                                           std::map<std::string, std::string>* metadata) {
+    const uint64_t header_size = check_header_length(bytes, bytes.size(), path);
+    const std::string bad = "'" + path + "' is not a valid safetensors file: ";
+    const std::string_view header_text = bytes.substr(8, header_size);
+    const std::string_view data = bytes.substr(8 + header_size);
+    const uint64_t data_size = data.size();
 
     Json header;
     try {
         header = Json::parse(header_text);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
         std::string why = e.what();
         const auto tag_end = why.find("] ");
         if (tag_end != std::string::npos) why = why.substr(tag_end + 2);

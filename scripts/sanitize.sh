@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Sanitizer and fuzzing stages (docs/RELIABILITY.md), each configured, built and run from
+# scratch in its own build folder; .ci/run runs all three after the README's test command.
+#
+#   ./scripts/sanitize.sh asan           AddressSanitizer + UndefinedBehaviorSanitizer (GCC):
+#                                        build the suites, run every test (core, cli, ui offscreen)
+#   ./scripts/sanitize.sh tsan           ThreadSanitizer (GCC), no Qt app: run the core and cli
+#                                        suites (the worker team, the prefetch loader, the stop flag)
+#   ./scripts/sanitize.sh fuzz [SECONDS] build the libFuzzer harnesses (clang, ASan + UBSan) and run
+#                                        each for SECONDS (default 60) from fuzz/corpus/<harness>
+#
+# A stage fails when a test fails, a sanitizer reports anything (in a test or in a trainbench-cli
+# it started: every report goes to BUILD/sanitizer-reports/ and is printed at the end), or a
+# harness finds a crash, a leak, a hang or a broken invariant (the input is kept in
+# BUILD/fuzz-findings/).
+#
+# Installs clang and its runtimes when missing (apt-get, as root or through sudo); the rest of
+# the build's packages come from ./scripts/setup.sh (run it first on a new machine).
+# Environment: SANITIZE_BUILD_PREFIX (build folders are PREFIX-asan, PREFIX-tsan, PREFIX-fuzz;
+# default build, as the CMake presets), JOBS (default: all cores), CTEST_ARGS (extra ctest
+# arguments, e.g. "-R core/"), FUZZ_JOBS (harnesses run at once; default JOBS).
+set -euo pipefail
+
+stage="${1:-}"
+case "$stage" in
+  asan | tsan) ;;
+  fuzz) fuzz_seconds="${2:-60}" ;;
+  *)
+    echo "usage: $0 asan | tsan | fuzz [SECONDS]" >&2
+    exit 2
+    ;;
+esac
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${SANITIZE_BUILD_PREFIX:-$root/build}-$stage"
+jobs="${JOBS:-$(nproc)}"
+supp="$root/scripts/sanitizers"
+reports="$build_dir/sanitizer-reports"
+
+say() { printf '\n== [%4ds] %s: %s\n' "$SECONDS" "$stage" "$*"; }
+
+# clang for libFuzzer; libclang-rt-14-dev holds libFuzzer and clang's sanitizer runtimes;
+# libomp-dev is the OpenMP the benchmarks' configure asks for when the compiler is clang.
+# GCC's sanitizer runtimes (libasan, libubsan, libtsan) come with build-essential.
+packages=()
+[ "$stage" = fuzz ] && packages=(clang libclang-rt-14-dev libomp-dev)
+
+install_missing_packages() {
+  [ ${#packages[@]} -gt 0 ] || return 0
+  if ! command -v dpkg-query > /dev/null || ! command -v apt-get > /dev/null; then
+    echo "sanitize.sh: not a Debian system; install the equivalents of: ${packages[*]}" >&2
+    return 0
+  fi
+  local missing=() package
+  for package in "${packages[@]}"; do
+    if [ "$(dpkg-query -W -f='${db:Status-Status}' "$package" 2> /dev/null)" != "installed" ]; then
+      missing+=("$package")
+    fi
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  local as_root=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo > /dev/null || {
+      echo "sanitize.sh: need root to install ${missing[*]}: run as root or install sudo" >&2
+      exit 1
+    }
+    as_root=(sudo)
+  fi
+  say "installing ${missing[*]}"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# As setup.sh: ccache must see what -march=native means on this CPU, and paths relative to
+# the checkout, so a shared cache never hands out another CPU's objects and a clone elsewhere
+# still hits.
+prepare_ccache() {
+  mkdir -p "$build_dir"
+  local flags="$build_dir/native-cpu-flags.txt"
+  if c++ -march=native -Q --help=target > "$flags" 2> /dev/null; then
+    export CCACHE_EXTRAFILES="$flags"
+  fi
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+}
+
+configure_and_build() {
+  # -O1 -g: fast enough to run the suites, with line numbers and frames in every report.
+  local common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g"
+                -DTRAINBENCH_CUDA=OFF)
+  local target
+  case "$stage" in
+    asan) common+=("-DTRAINBENCH_SANITIZE=address,undefined"); target=trainbench_tests ;;
+    tsan) common+=(-DTRAINBENCH_SANITIZE=thread -DTRAINBENCH_GUI=OFF); target=trainbench_tests ;;
+    fuzz) common+=(-DCMAKE_CXX_COMPILER=clang++ -DTRAINBENCH_FUZZ=ON -DTRAINBENCH_GUI=OFF
+                   -DTRAINBENCH_TESTS=OFF); target=trainbench_fuzzers ;;
+  esac
+  prepare_ccache
+  say "configuring in $build_dir"
+  cmake -S "$root" -B "$build_dir" "${common[@]}"
+  say "building $target with $jobs jobs"
+  cmake --build "$build_dir" -j"$jobs" --target "$target"
+  say "built"
+}
+
+# Every sanitizer writes its reports to files (one per process), so a report from a
+# trainbench-cli that a test started, or from a test whose own output ctest does not show,
+# is not lost. exitcode 86 makes the process fail even where a test expects another code.
+sanitizer_environment() {
+  rm -rf "$reports"
+  mkdir -p "$reports"
+  export ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:exitcode=86:log_path=$reports/asan"
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=86:log_path=$reports/ubsan"
+  export TSAN_OPTIONS="halt_on_error=1:exitcode=86:second_deadlock_stack=1:suppressions=$supp/tsan.supp:log_path=$reports/tsan"
+}
+
+# Prints every report and fails when there is one.
+check_reports() {
+  local files
+  files=$(find "$reports" -type f | sort)
+  if [ -n "$files" ]; then
+    say "sanitizer reports:"
+    local f
+    for f in $files; do
+      echo "---- $f"
+      cat "$f"
+    done
+    return 1
+  fi
+  say "no sanitizer reports"
+}
+
+run_tests() {
+  sanitizer_environment
+  local select=()
+  # TSan: the engine and the CLI; the GUI is not built (Qt itself is not instrumented).
+  [ "$stage" = tsan ] && select=(-R '^(core|cli)/')
+  say "running the tests (one at a time, as setup.sh: each training test uses every core)"
+  local status=0
+  # shellcheck disable=SC2086 # CTEST_ARGS is a list of words on purpose
+  ctest --test-dir "$build_dir" --output-on-failure "${select[@]}" ${CTEST_ARGS:-} || status=$?
+  check_reports || status=1
+  return $status
+}
+
+run_fuzzers() {
+  local bin="$build_dir/fuzz" findings="$build_dir/fuzz-findings" logs="$build_dir/fuzz-logs"
+  rm -rf "$findings" "$logs"
+  mkdir -p "$findings" "$logs"
+  export ASAN_OPTIONS="detect_leaks=1:exitcode=86"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  local harnesses=() h
+  for h in "$root"/fuzz/fuzz_*.cpp; do harnesses+=("$(basename "$h" .cpp)"); done
+  say "running ${#harnesses[@]} harnesses for ${fuzz_seconds}s each, ${FUZZ_JOBS:-$jobs} at a time"
+  # Each harness writes the inputs it finds to a working corpus in the build folder; the
+  # committed seeds (fuzz/corpus/<harness>) are only read.
+  run_one() {
+    local name="$1" work="$build_dir/fuzz-corpus/$1"
+    mkdir -p "$work" "$findings/$name"
+    # -timeout: an input that takes 30 s is a hang; -rss_limit_mb: 2 GiB is far beyond what
+    # a few-KB input may make a loader allocate.
+    local status=0
+    "$bin/$name" -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$findings/$name/" "$work" "$root/fuzz/corpus/$name" > "$logs/$name.log" 2>&1 ||
+      status=$?
+    echo "$status" > "$logs/$name.status"
+  }
+  for h in "${harnesses[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "${FUZZ_JOBS:-$jobs}" ]; do sleep 1; done
+    run_one "$h" &
+  done
+  wait
+  local status=0
+  for h in "${harnesses[@]}"; do
+    if [ "$(cat "$logs/$h.status")" = 0 ]; then
+      printf '%-20s ok    %s\n' "$h" "$(fuzz_summary "$logs/$h.log")"
+    else
+      status=1
+      printf '%-20s FAIL  (log: %s)\n' "$h" "$logs/$h.log"
+      tail -n 60 "$logs/$h.log"
+      ls -l "$findings/$h"
+    fi
+  done
+  return $status
+}
+
+# "executions, exec/s, cov, ft, corpus" from libFuzzer's last status line and final stats.
+fuzz_summary() {
+  local log="$1" runs speed line
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+  line=$(grep -E '^#[0-9]+' "$log" | tail -n 1 | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[0-9]+[a-zA-Z]*' || true)
+  echo "$runs runs, $speed exec/s, $line"
+}
+
+install_missing_packages
+configure_and_build
+case "$stage" in
+  asan | tsan) run_tests ;;
+  fuzz) run_fuzzers ;;
+esac
+say "done in ${SECONDS}s"
