@@ -6,9 +6,10 @@
 //
 // The bounds are about 3-4x what this test measured on the team's slow, shared 2-core box
 // (offscreen platform, Release build); the measured figures are printed so a regression shows
-// how far it moved. They still catch a real problem: re-adding every point each drain, graphs
+// how far it moved. Every figure is the GUI thread's CPU time (testing::ThreadCpuTimer), not
+// wall time: under load the scheduler's pauses made wall-clock bounds fail without any change
+// in the code. They still catch a real problem: re-adding every point each drain, graphs
 // drawn without adaptive sampling, plots replotting back to back, or a linear hover search.
-#include <QElapsedTimer>
 #include <QTimer>
 #include <QtTest>
 #include <algorithm>
@@ -48,6 +49,8 @@ constexpr double kReadoutBoundMs = 0.2;
 constexpr double kAxisSwitchBoundMs = 800.0;
 constexpr double kSmoothingBoundMs = 600.0;
 constexpr qint64 kTickGapBoundMs = 300;
+// Wall time between two ticks also counts the scheduler's pauses; beyond a second it is a freeze.
+constexpr qint64 kFreezeBoundMs = 1000;
 
 // Generates one run's metrics the way the engine reports them: a decaying, noisy loss, jittery
 // update times, constant parameter/gradient/optimizer memory and activations that breathe.
@@ -121,12 +124,12 @@ private:
     int64_t reserved_peak_ = 0;
 };
 
-double milliseconds(const QElapsedTimer& timer) { return static_cast<double>(timer.nsecsElapsed()) / 1e6; }
+double milliseconds(const testing::ThreadCpuTimer& timer) { return static_cast<double>(timer.nsecsElapsed()) / 1e6; }
 
 // Time of one full redraw of `plot` as the app does it (autoscale, layout, every graph).
 double full_replot_ms(RunPlot& plot) {
     plot.replot();  // the first replot after a data change lays out once; time the steady state
-    QElapsedTimer timer;
+    testing::ThreadCpuTimer timer;
     timer.start();
     plot.replot();
     return milliseconds(timer);
@@ -159,7 +162,7 @@ private slots:
             SyntheticRun run(index, config.batch_size);
             for (int64_t done = 0; done < kUpdatesPerRun; done += kStepsPerDrain) {
                 run.next(steps, epochs, std::min(kStepsPerDrain, kUpdatesPerRun - done));
-                QElapsedTimer timer;
+                testing::ThreadCpuTimer timer;
                 timer.start();
                 store.appendMetrics(id, steps, epochs, {});
                 drain_ms.push_back(milliseconds(timer));
@@ -184,7 +187,7 @@ private slots:
             if (streamed >= kUpdatesPerRun) return;
             live.next(steps, epochs, std::min(kStepsPerDrain, kUpdatesPerRun - streamed));
             streamed += static_cast<int64_t>(steps.size());
-            QElapsedTimer timer;
+            testing::ThreadCpuTimer timer;
             timer.start();
             store.appendMetrics(live_id, steps, epochs, {});
             drain_ms.push_back(milliseconds(timer));
@@ -225,7 +228,7 @@ private slots:
         }
 
         // Hover: the read-out of all ten runs at 200 cursor positions.
-        QElapsedTimer hover;
+        testing::ThreadCpuTimer hover;
         hover.start();
         int readouts = 0;
         for (int i = 0; i < 200; ++i) {
@@ -238,13 +241,13 @@ private slots:
         QCOMPARE(readouts, 200 * 3 * kRuns);
 
         // Switching the x-axis redraws every run from its stored metrics.
-        QElapsedTimer switching;
+        testing::ThreadCpuTimer switching;
         switching.start();
         plots.setXAxisKind(XAxisKind::samples_seen);
         const double view_change_ms = milliseconds(switching);
         QCOMPARE(plots.lossPlot()->xAxisKind(), XAxisKind::samples_seen);
         // Moving the smoothing slider recomputes the smoothed curves of every run.
-        QElapsedTimer smoothing;
+        testing::ThreadCpuTimer smoothing;
         smoothing.start();
         plots.setSmoothing(0.9);
         const double smoothing_ms = milliseconds(smoothing);
@@ -252,7 +255,7 @@ private slots:
 
         const QString summary =
             QStringLiteral("drain mean %1 ms p99 %2 ms max %3 ms over %4 drains; replot:%5; readout %6 ms; "
-                           "x-axis switch %7 ms; smoothing change %8 ms; largest tick gap while streaming %9 ms")
+                           "x-axis switch %7 ms; smoothing change %8 ms; while streaming: %9")
                 .arg(mean_drain, 0, 'f', 3)
                 .arg(p99_drain, 0, 'f', 3)
                 .arg(sorted.back(), 0, 'f', 1)
@@ -261,7 +264,7 @@ private slots:
                 .arg(readout_ms, 0, 'f', 3)
                 .arg(view_change_ms, 0, 'f', 0)
                 .arg(smoothing_ms, 0, 'f', 0)
-                .arg(probe.largestGapMs());
+                .arg(probe.summary());
         qInfo().noquote() << summary;
         QVERIFY2(mean_drain < kMeanDrainBoundMs, qPrintable(summary));
         QVERIFY2(p99_drain < kP99DrainBoundMs, qPrintable(summary));
@@ -269,7 +272,8 @@ private slots:
         QVERIFY2(readout_ms < kReadoutBoundMs, qPrintable(summary));
         QVERIFY2(view_change_ms < kAxisSwitchBoundMs, qPrintable(summary));
         QVERIFY2(smoothing_ms < kSmoothingBoundMs, qPrintable(summary));
-        QVERIFY2(probe.largestGapMs() < kTickGapBoundMs, qPrintable(summary));
+        QVERIFY2(probe.largestCpuGapMs() < kTickGapBoundMs, qPrintable(summary));
+        QVERIFY2(probe.largestGapMs() < kFreezeBoundMs, qPrintable(summary));
     }
 };
 

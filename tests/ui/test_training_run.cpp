@@ -20,6 +20,16 @@
 using namespace trainbench;
 using namespace trainbench::ui;
 
+namespace {
+// The GUI thread's own work between two 5 ms ticks (its CPU time, see EventLoopGapProbe):
+// a replot is 5-25 ms here, so 100 ms means work that should have been throttled or moved off
+// the GUI thread. Wall time between ticks also counts the scheduler lending the core to the
+// training thread or another process (164 ms once on the shared CI machine with no change in
+// the code); past a second it is a freeze, such as the GUI waiting on the worker.
+constexpr qint64 kGuiWorkBoundMs = 100;
+constexpr qint64 kFreezeBoundMs = 1000;
+}  // namespace
+
 class TrainingRunTest : public QObject {
     Q_OBJECT
 private slots:
@@ -134,10 +144,10 @@ private slots:
         for (auto* plot : window.plotArea()->plots())
             replot_costs += QStringLiteral(" %1 %2 ms").arg(plot->objectName()).arg(plot->replotTime(true), 0, 'f', 1);
         QVERIFY2(updates > 100, qPrintable(QString::number(updates)));  // training really ran meanwhile
-        QVERIFY2(probe.largestGapMs() < 100, qPrintable(QStringLiteral("largest gap %1 ms over %2 ticks; mean replot:%3")
-                                          .arg(probe.largestGapMs())
-                                          .arg(probe.ticks())
-                                          .arg(replot_costs)));
+        const QString summary = probe.summary() + QStringLiteral("; mean replot:") + replot_costs;
+        qInfo().noquote() << summary;
+        QVERIFY2(probe.largestCpuGapMs() < kGuiWorkBoundMs, qPrintable(summary));
+        QVERIFY2(probe.largestGapMs() < kFreezeBoundMs, qPrintable(summary));
         QVERIFY(probe.ticks() > 100);
     }
 
@@ -168,11 +178,12 @@ private slots:
         const std::size_t samples = run.samples.size();
         window.runController().requestStop();
         QVERIFY(window.runController().waitUntilIdle(2000));
-        qInfo("GPT run: largest event-loop gap %lld ms over %d ticks, %zu updates, %zu samples",
-              probe.largestGapMs(), probe.ticks(), updates, samples);
+        const QString summary = QStringLiteral("GPT run: %1; %2 updates, %3 samples").arg(probe.summary()).arg(updates).arg(samples);
+        qInfo().noquote() << summary;
         QVERIFY2(updates > 20 && samples > 2, qPrintable(QStringLiteral("%1 updates, %2 samples").arg(updates).arg(samples)));
-        // docs/ARCHITECTURE.md gives the figure on a quiet machine; the bound is generous for CI.
-        QVERIFY2(probe.largestGapMs() < 100, qPrintable(QStringLiteral("largest gap %1 ms").arg(probe.largestGapMs())));
+        // docs/ARCHITECTURE.md gives the figure on a quiet machine.
+        QVERIFY2(probe.largestCpuGapMs() < kGuiWorkBoundMs, qPrintable(summary));
+        QVERIFY2(probe.largestGapMs() < kFreezeBoundMs, qPrintable(summary));
         QVERIFY(probe.ticks() > 100);
     }
 
