@@ -41,51 +41,11 @@ packages=(
 # Seconds since the script started, so a slow phase (apt, build, tests) is easy to spot.
 say() { printf '\n== [%4ds] %s\n' "$SECONDS" "$*"; }
 
-install_missing_packages() {
-  if ! command -v dpkg-query > /dev/null || ! command -v apt-get > /dev/null; then
-    echo "setup.sh: this is not a Debian system (no dpkg/apt-get); install the equivalents of:" >&2
-    echo "  ${packages[*]}" >&2
-    return 0
-  fi
-  local missing=() package
-  for package in "${packages[@]}"; do
-    if [ "$(dpkg-query -W -f='${db:Status-Status}' "$package" 2> /dev/null)" != "installed" ]; then
-      missing+=("$package")
-    fi
-  done
-  if [ ${#missing[@]} -eq 0 ]; then
-    say "all required Debian packages are installed"
-    return 0
-  fi
-  local as_root=()
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo > /dev/null || {
-      echo "setup.sh: need root to install ${missing[*]}: run as root or install sudo" >&2
-      exit 1
-    }
-    as_root=(sudo)
-  fi
-  say "installing ${missing[*]}"
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y --no-install-recommends "${missing[@]}"
-}
-
-# -march=native (TRAINBENCH_NATIVE, on by default) compiles for this CPU, which ccache does not
-# see in the command line: hash what it expands to, so a cache shared between machines (a CI
-# cache) never hands out objects built for another CPU (ccache issue #824).
-hash_native_cpu_into_ccache() {
-  mkdir -p "$build_dir"
-  local flags="$build_dir/native-cpu-flags.txt"
-  c++ -march=native -Q --help=target > "$flags" 2> /dev/null || return 0
-  export CCACHE_EXTRAFILES="$flags"
-}
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+. "$root/scripts/lib/common.sh"
 
 configure_and_build() {
-  hash_native_cpu_into_ccache
-  # Paths under the checkout are hashed relative to it, so a clone in another folder (a CI
-  # workspace) still hits the cache.
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+  prepare_ccache "$build_dir" "$root"
   say "configuring (Release) in $build_dir"
   # CMakeLists.txt uses ccache as the compiler launcher whenever it is on PATH.
   # shellcheck disable=SC2086 # CMAKE_ARGS is a list of words on purpose
@@ -113,7 +73,7 @@ run_tests() {
   exec ctest --test-dir "$build_dir" --output-on-failure
 }
 
-install_missing_packages
+install_missing_packages setup.sh "${packages[@]}"
 configure_and_build
 case "$mode" in
   run) run_app ;;
