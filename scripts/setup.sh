@@ -29,11 +29,13 @@ jobs="${JOBS:-$(nproc)}"
 # headers Qt6Gui's CMake package looks for; dataset-fashion-mnist is the Fashion example's data
 # and is read by the tests; bible-kjv (the `bible` program) and bible-kjv-text (its data) give
 # the King James Bible, the GPT example's default corpus "kjv", which the tests extract too.
-# nvcc is optional: with it on PATH the CUDA engine is built too.
+# libopenmpi-dev and openmpi-bin (mpirun) give multi-process runs (--processes), which the tests
+# run. nvcc is optional: with it on PATH the CUDA engine is built too.
 packages=(
   build-essential cmake git ccache pkg-config
   libeigen3-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev
+  libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
   bible-kjv bible-kjv-text
 )

@@ -12,6 +12,7 @@ constexpr int kTemporarySlots = 8;
 constexpr size_t kPathCapacity = 4096;
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_quiet{false};
 std::atomic<int> g_signal{0};
 std::atomic<bool> g_slot_used[kTemporarySlots];
 char g_slot_path[kTemporarySlots][kPathCapacity];
@@ -26,17 +27,18 @@ void on_signal(int signal_number) {
     if (g_stop.exchange(true)) {
         for (int slot = 0; slot < kTemporarySlots; ++slot)
             if (g_slot_used[slot].load()) ::unlink(g_slot_path[slot]);
-        write_stderr("\ntrainbench-cli: aborted\n");
+        if (!g_quiet.load()) write_stderr("\ntrainbench-cli: aborted\n");
         ::_exit(128 + signal_number);
     }
     g_signal.store(signal_number);
-    write_stderr("\ntrainbench-cli: stopping after the current micro-batch "
+    if (!g_quiet.load()) write_stderr("\ntrainbench-cli: stopping after the current micro-batch "
                  "(press Ctrl-C again to abort without writing)\n");
 }
 
 }  // namespace
 
-void install_interrupt_handlers() {
+void install_interrupt_handlers(bool quiet) {
+    g_quiet.store(quiet);
     struct sigaction action {};
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);

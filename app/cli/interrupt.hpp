@@ -7,7 +7,9 @@ namespace trainbench::cli {
 // Ctrl-C (SIGINT) or SIGTERM asks the run to stop: the trainer sees the flag between
 // micro-batches, and the CLI still writes what was measured. A second signal aborts at once,
 // removing the temporary files registered below so nothing half-written stays behind.
-void install_interrupt_handlers();
+// `quiet`: say nothing (the processes of a multi-process run other than 0, which mpirun
+// signals too).
+void install_interrupt_handlers(bool quiet = false);
 const std::atomic<bool>& stop_requested();
 int received_signal();  // 0 when none
 

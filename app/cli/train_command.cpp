@@ -9,10 +9,12 @@
 #include "commands.hpp"
 #include "interrupt.hpp"
 #include "metrics_csv_writer.hpp"
+#include "mpi_launch.hpp"
 #include "progress_display.hpp"
 #include "run_flags.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
+#include "trainbench/processes.hpp"
 #include "trainbench/trainer.hpp"
 
 namespace trainbench::cli {
@@ -57,17 +59,37 @@ void print_summary(std::FILE* out, const RunResult& result, int64_t peak_rss) {
     }
 }
 
+// A process other than 0 of a multi-process run: the same training, no output of its own.
+int run_as_helper_process(RunConfig config) {
+    config.metrics_out.clear();
+    config.save_weights.clear();
+    install_interrupt_handlers(true);
+    const RunResult result = train(config, Observer{}, &stop_requested(), nullptr);
+    switch (result.reason) {
+        case StopReason::completed:
+        case StopReason::max_steps: return kExitSuccess;
+        case StopReason::stopped: return received_signal() > 0 ? 128 + received_signal() : kExitInterrupted;
+        default: return kExitRuntimeError;  // process 0 says why
+    }
+}
+
 int run_train(const TrainArguments& arguments) {
     RunConfig config = arguments.flags.resolve(RunConfig{});
+    // Started by mpirun without --processes: the processes are the ones mpirun started.
+    const ProcessWorld world = process_world();
+    if (world.size > 1 && config.processes == 1) config.processes = world.size;
     try {
         validate(config);
     } catch (const Error& e) {
         throw UsageError(e.what());
     }
     if (arguments.print_config) {
-        std::printf("%s\n", config_to_json(config).c_str());
+        if (world.rank == 0) std::printf("%s\n", config_to_json(config).c_str());
         return kExitSuccess;
     }
+    if (config.processes > 1 && !launched_by_mpi()) relaunch_under_mpirun(config.processes);
+    // Process 0 reports and writes the outputs; the others train beside it silently.
+    if (world.rank != 0) return run_as_helper_process(config);
 
     // Outputs are opened (or probed) before training, so a bad path fails in a second rather
     // than after the run; both are moved into place only at the end.

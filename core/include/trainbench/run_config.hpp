@@ -82,7 +82,10 @@ struct RunConfig {
     // Where and how
     std::string device = "cpu";   // cpu | cuda | cuda:N
     Precision precision = Precision::fp32;
-    int threads = 0;              // 0 = all cores
+    int threads = 0;              // 0 = all cores (shared among the processes)
+    // Data parallelism: processes that each train on 1/processes of every global batch and sum
+    // their gradients before the update (MPI; trainbench-cli relaunches itself under mpirun).
+    int64_t processes = 1;
 
     // Efficiency techniques
     int64_t memory_limit_bytes = 0;  // 0 = no budget

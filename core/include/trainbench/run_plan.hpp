@@ -16,7 +16,8 @@ struct Dataset;
 struct RunPlan {
     int64_t global_batch = 0;          // batch_size (samples per update)
     int64_t step_size = 0;             // micro-batches per update
-    int64_t micro_batch = 0;           // largest micro-batch = ceil(batch / step_size)
+    int64_t processes = 1;             // data-parallel processes sharing each global batch
+    int64_t micro_batch = 0;           // largest micro-batch = ceil(ceil(batch / processes) / step_size)
     int64_t train_samples = 0;
     int64_t tokens_per_sample = 0;     // language models: the context length; 0 otherwise
     int64_t updates_per_epoch = 0;     // ceil(train_samples / global_batch)

@@ -4,6 +4,10 @@
 
 namespace trainbench {
 
+void ComputeEngine::sum_gradients(ProcessGroup&) {
+    throw Error("this engine does not train in several processes; use --device cpu or --processes 1");
+}
+
 ModelWeights ComputeEngine::gradients() const { throw Error("this engine does not read its gradients back"); }
 
 void ComputeEngine::logits_row(const MicroBatch&, int64_t, float*) {

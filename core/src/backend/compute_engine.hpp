@@ -18,6 +18,8 @@
 
 namespace trainbench {
 
+class ProcessGroup;
+
 struct EngineSpec {
     ModelDesc model;
     OptimizerConfig optimizer;
@@ -63,6 +65,9 @@ public:
     // the global batch's sample count. Returns sum_i loss_i (unscaled).
     virtual double forward_backward(const MicroBatch& batch, double normaliser,
                                     double loss_scale) = 0;
+    // Data parallelism: replaces the accumulated gradients by their sum over the processes of
+    // `group` (one MPI_Allreduce over the flat gradient buffer). Engines that cannot say so.
+    virtual void sum_gradients(ProcessGroup& group);
     // Squared L2 norm over all gradients as accumulated (still multiplied by the loss scale);
     // inf or NaN when any gradient is not finite.
     virtual double grad_norm_squared() = 0;

@@ -1,6 +1,8 @@
 #include "train/engine_factory.hpp"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "model/build_model.hpp"
 #include "trainbench/error.hpp"
@@ -16,7 +18,11 @@ EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_
     spec.max_micro_batch = micro_batch;
     spec.max_eval_batch = micro_batch;
     spec.gradient_checkpointing = config.gradient_checkpointing;
-    spec.threads = config.threads;
+    // "All cores" is shared among the processes, so processes x threads never exceeds the cores
+    // unless --threads asks for more.
+    spec.threads = config.threads > 0 ? config.threads
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency() /
+                                                                     std::max<int64_t>(1, config.processes)));
     spec.memory_limit_bytes = config.memory_limit_bytes;
     if (is_cuda_device(config.device)) {
         spec.device_index = cuda_device_index(config.device);

@@ -56,11 +56,18 @@ bool MicroBatchStream::produce_next(Slot& slot) {
     }
     const int64_t start = cursor_.batch_in_epoch * settings_.global_batch;
     const int64_t batch = std::min(settings_.global_batch, samples - start);
-    const int64_t parts = std::min(settings_.step_size, batch);
-    const int64_t base = batch / parts, extra = batch % parts;
+    // This rank's share of the global batch; rank 0's is the largest, so every rank cuts its
+    // share into the same number of micro-batches and meets the others in every collective
+    // (a share smaller than that, in a small last batch, has empty micro-batches).
+    const int64_t ranks = settings_.ranks, rank = settings_.rank;
+    const int64_t share = batch / ranks + (rank < batch % ranks ? 1 : 0);
+    const int64_t share_start = start + rank * (batch / ranks) + std::min(rank, batch % ranks);
+    const int64_t largest_share = batch / ranks + (batch % ranks > 0 ? 1 : 0);
+    const int64_t parts = std::min(settings_.step_size, largest_share);
+    const int64_t base = share / parts, extra = share % parts;
     const int64_t k = micro_in_batch_;
     const int64_t count = base + (k < extra ? 1 : 0);
-    const int64_t offset = start + k * base + std::min(k, extra);
+    const int64_t offset = share_start + k * base + std::min(k, extra);
 
     std::copy_n(order_.begin() + offset, count, slot.indices.begin());
     float* x = settings_.indices_only ? nullptr : slot.x.data();

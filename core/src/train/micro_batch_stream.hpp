@@ -23,8 +23,8 @@ struct LoadedMicroBatch {
     int64_t epoch = 0;
     int64_t batch_in_epoch = 0;
     int64_t micro_index = 0;     // 0-based within its global batch
-    int64_t micro_count = 0;     // micro-batches in its global batch
-    int64_t global_count = 0;    // samples in its global batch
+    int64_t micro_count = 0;     // micro-batches in its global batch (the same on every rank)
+    int64_t global_count = 0;    // samples in its global batch, over all ranks
     bool last_in_epoch = false;
 };
 
@@ -41,6 +41,10 @@ struct StreamSettings {
     bool indices_only = false;
     // Language models: a sample is a window of this many input tokens (0 for other data).
     int64_t tokens_per_sample = 0;
+    // Data parallelism: this process takes share `rank` of `ranks` of every global batch
+    // (contiguous, as even as possible, larger first) and cuts it into the micro-batches.
+    int rank = 0;
+    int ranks = 1;
 };
 
 // Seed of epoch e's permutation, so a resumed run rebuilds the same order.

@@ -387,6 +387,17 @@ void validate(const RunConfig& c) {
                         "--batch-size",
                     "step_size");
 
+    if (c.processes > 1) {
+        if (c.device != "cpu")
+            reject("processes", "several processes train on the CPU only for now; use --device cpu or --processes 1");
+        if (c.batch_size < c.processes * c.step_size)
+            throw Error("batch_size (" + std::to_string(c.batch_size) + ") is smaller than processes x step_size (" +
+                            std::to_string(c.processes) + " x " + std::to_string(c.step_size) +
+                            "): every process needs at least one sample per micro-batch; raise --batch-size or "
+                            "lower --step-size or --processes",
+                        "processes");
+    }
+
     // torch.optim.SGD's rule: Nesterov momentum needs momentum and no dampening.
     const OptimizerConfig& o = c.optimizer;
     if (o.kind == OptimizerKind::sgd && o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))

@@ -22,18 +22,22 @@ int64_t updates_per_epoch(int64_t samples, int64_t global_batch) {
 
 namespace {
 
-int64_t micro_batch_for(int64_t batch, int64_t step_size) { return (batch + step_size - 1) / step_size; }
+// The largest micro-batch: of the largest process's share of the batch, cut into step_size parts.
+int64_t micro_batch_for(int64_t batch, int64_t step_size, int64_t processes) {
+    const int64_t share = (batch + processes - 1) / processes;
+    return (share + step_size - 1) / step_size;
+}
 
 int64_t planned_total_for(const RunConfig& config, const Dataset& data) {
-    const auto spec = make_engine_spec(config, data, micro_batch_for(config.batch_size, config.step_size));
+    const auto spec = make_engine_spec(config, data, micro_batch_for(config.batch_size, config.step_size, config.processes));
     return sum_bytes(plan_engine_memory(config, spec));
 }
 
 // Smallest step_size >= the configured one whose plan fits the budget; 0 if none does.
 int64_t smallest_fitting_step_size(RunConfig config, const Dataset& data) {
     int64_t previous_micro = -1;
-    for (int64_t step = config.step_size; step <= config.batch_size; ++step) {
-        const int64_t micro = micro_batch_for(config.batch_size, step);
+    for (int64_t step = config.step_size; step * config.processes <= config.batch_size; ++step) {
+        const int64_t micro = micro_batch_for(config.batch_size, step, config.processes);
         if (micro == previous_micro) continue;  // same buffers, same memory
         previous_micro = micro;
         config.step_size = step;
@@ -77,7 +81,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
             RunConfig fitted = config;
             fitted.step_size = step;
             plan.auto_fit_note = "--auto-fit chose step_size " + std::to_string(step) + " (micro-batch " +
-                                 std::to_string(micro_batch_for(config.batch_size, step)) + "): needs " +
+                                 std::to_string(micro_batch_for(config.batch_size, step, config.processes)) + "): needs " +
                                  format_bytes(planned_total_for(fitted, data)) + " of " +
                                  format_bytes(config.memory_limit_bytes) + " instead of " + format_bytes(needed);
             config.step_size = step;
@@ -88,7 +92,8 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     }
     plan.global_batch = config.batch_size;
     plan.step_size = config.step_size;
-    plan.micro_batch = micro_batch_for(config.batch_size, config.step_size);
+    plan.processes = config.processes;
+    plan.micro_batch = micro_batch_for(config.batch_size, config.step_size, config.processes);
     plan.train_samples = data.train.count;
     if (data.task == Task::language_model) plan.tokens_per_sample = data.features;
     plan.updates_per_epoch = updates_per_epoch(data.train.count, config.batch_size);

@@ -10,6 +10,7 @@
 #include "model/init_weights.hpp"
 #include "model/param_layout.hpp"
 #include "optim/lr_schedule.hpp"
+#include "parallel/process_group.hpp"
 #include "precision/loss_scaler.hpp"
 #include "train/checkpoint.hpp"
 #include "train/engine_factory.hpp"
@@ -18,6 +19,7 @@
 #include "train/text_sampler.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
+#include "trainbench/processes.hpp"
 
 namespace trainbench {
 
@@ -51,7 +53,10 @@ class TrainingLoop {
 public:
     TrainingLoop(const RunConfig& config, const Observer& observer, const std::atomic<bool>* stop,
                  std::shared_ptr<const Dataset> data)
-        : requested_(config), observer_(observer), stop_(stop), data_(std::move(data)) {}
+        : requested_(config), observer_(observer), stop_(stop), data_(std::move(data)) {
+        // Several processes: rank 0 reports and writes; the others train silently beside it.
+        if (group_.rank() != 0) observer_ = Observer{};
+    }
 
     RunResult run() {
         prepare();
@@ -63,6 +68,7 @@ public:
         try {
             loop();
         } catch (const Error& e) {
+            if (group_.size() > 1) throw ProcessFailure(e.what(), e.key());
             finish(StopReason::failed, e.what());
         }
         result_.seconds = elapsed_seconds();
@@ -73,6 +79,16 @@ public:
 private:
     void prepare() {
         validate(requested_);
+        if (requested_.processes != group_.size())
+            throw Error(group_.size() == 1
+                            ? "--processes " + std::to_string(requested_.processes) +
+                                  " needs that many processes: run it through trainbench-cli, which starts them with "
+                                  "mpirun, or as mpirun -np " + std::to_string(requested_.processes) +
+                                  " trainbench-cli train ..."
+                            : "this run was started as " + std::to_string(group_.size()) +
+                                  " processes but asks for --processes " + std::to_string(requested_.processes) +
+                                  "; make them agree",
+                        "processes");
         if (!data_) data_ = std::make_shared<const Dataset>(load_dataset(requested_.dataset, data_options_for(requested_)));
         result_.plan = plan_run(requested_, *data_);
         config_ = requested_;
@@ -124,7 +140,9 @@ private:
     }
     double resumed_seconds() const { return resume_offset_; }
 
-    bool stop_requested() const { return stop_ && stop_->load(std::memory_order_relaxed); }
+    // A stop reaches every process at the same micro-batch (the flag is set by a signal, which
+    // may reach the processes at different moments), so none waits in a collective alone.
+    bool stop_requested() const { return group_.any(stop_ && stop_->load(std::memory_order_relaxed)); }
 
     void note(const std::string& text) {
         if (observer_.on_note) observer_.on_note(text);
@@ -147,6 +165,8 @@ private:
         settings.prefetch = config_.prefetch;
         settings.indices_only = spec_.preload != nullptr;
         if (data_->task == Task::language_model) settings.tokens_per_sample = data_->features;
+        settings.rank = group_.rank();
+        settings.ranks = group_.size();
         const auto targets_per_sample = static_cast<double>(data_->targets_per_sample());
         MicroBatchStream stream(data_->train, settings, StreamPosition{state_.epoch, state_.batch_in_epoch});
 
@@ -174,9 +194,17 @@ private:
                     return finish(StopReason::completed, "completed " + std::to_string(config_.epochs) + " epochs");
                 }
                 have_batch = true;
-                loss_sum += engine_->forward_backward(micro.batch, static_cast<double>(micro.global_count) * targets_per_sample,
-                                                      scale);
+                // A process whose share of a small last batch ran out has an empty micro-batch.
+                if (micro.batch.count > 0)
+                    loss_sum += engine_->forward_backward(
+                        micro.batch, static_cast<double>(micro.global_count) * targets_per_sample, scale);
             } while (micro.micro_index + 1 < micro.micro_count);
+            if (group_.size() > 1) {
+                // Every process's gradients and losses are sums over its share of the batch,
+                // each normalised by the whole batch: their sum is the one-process update.
+                engine_->sum_gradients(group_);
+                group_.sum(&loss_sum, 1);
+            }
 
             const int64_t samples = micro.global_count;
             const double norm_squared = engine_->grad_norm_squared();
@@ -251,7 +279,7 @@ private:
             } else if (config_.eval_every > 0 && update % config_.eval_every == 0) {
                 evaluation(micro.epoch, false);
             }
-            if (config_.checkpoint_every > 0 && update % config_.checkpoint_every == 0) {
+            if (config_.checkpoint_every > 0 && update % config_.checkpoint_every == 0 && group_.rank() == 0) {
                 state_.wall_seconds = m.wall_seconds;
                 write_checkpoint(config_.checkpoint_dir, *engine_, state_, config_json_);
                 note("checkpoint written at update " + std::to_string(update) + " to " + checkpoint_path(config_.checkpoint_dir));
@@ -279,7 +307,10 @@ private:
             EvalTotals totals;
             const int64_t chunk = result_.plan.micro_batch;
             const bool tokens = data_->task == Task::language_model;
+            // Several processes share the evaluation: chunk c on process c mod processes.
+            int64_t chunk_index = 0;
             for (int64_t start = 0; start < used; start += chunk) {
+                if (chunk_index++ % group_.size() != group_.rank()) continue;
                 const int64_t n = std::min(chunk, used - start);
                 for (int64_t k = 0; k < n; ++k) val_indices_[static_cast<size_t>(k)] = (start + k) * val.count / used;
                 MicroBatch batch{val_x_.data(), val_labels_.data(), val_targets_.data(), val_indices_.data(), n};
@@ -295,6 +326,12 @@ private:
                 const EvalTotals part = engine_->evaluate(batch);
                 totals.loss_sum += part.loss_sum;
                 totals.correct += part.correct;
+            }
+            if (group_.size() > 1) {
+                double sums[2] = {totals.loss_sum, static_cast<double>(totals.correct)};
+                group_.sum(sums, 2);
+                totals.loss_sum = sums[0];
+                totals.correct = static_cast<int64_t>(sums[1]);
             }
             const double terms = static_cast<double>(used) * targets_per_sample;
             e.val_samples = used;
@@ -313,7 +350,7 @@ private:
         result_.last_epoch = validate_now(epoch);
         result_.last_epoch.epoch_ended = epoch_ended;
         if (observer_.on_epoch_end) observer_.on_epoch_end(result_.last_epoch);
-        if (sampler_) {
+        if (sampler_ && group_.rank() == 0) {
             const std::string& text = sampler_->generate(*engine_, config_.sample_seed);
             if (observer_.on_sample) observer_.on_sample(state_.update, text);
         }
@@ -328,6 +365,7 @@ private:
         epoch_end(result_.last.epoch);
     }
 
+    ProcessGroup& group_ = process_group();
     RunConfig requested_;
     RunConfig config_;
     Observer observer_;

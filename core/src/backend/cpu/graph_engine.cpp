@@ -35,6 +35,7 @@
 #include "optim/optimizer_state_tensors.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/parallel_range.hpp"
+#include "parallel/process_group.hpp"
 #include "parallel/worker_team.hpp"
 #include "plan/graph_plan.hpp"
 #include "precision/half_float.hpp"
@@ -95,6 +96,11 @@ public:
         grads_stale_ = false;
         end_micro_batch();
         return loss;
+    }
+
+    void sum_gradients(ProcessGroup& group) override {
+        materialise_zero_grad();
+        group.sum(grads_, plan_.params.count);
     }
 
     double grad_norm_squared() override {

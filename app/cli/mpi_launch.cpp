@@ -1,0 +1,57 @@
+#include "mpi_launch.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "trainbench/error.hpp"
+#include "trainbench/processes.hpp"
+
+namespace trainbench::cli {
+
+namespace {
+std::vector<std::string> command_line;
+}
+
+void remember_command_line(int argc, char** argv) { command_line.assign(argv, argv + argc); }
+
+void relaunch_under_mpirun(int64_t processes) {
+    const std::string launcher = mpi_launcher();
+    if (launcher.empty())
+        throw Error("--processes " + std::to_string(processes) +
+                        " needs MPI, and this build has none: install libopenmpi-dev and openmpi-bin, rebuild "
+                        "(./scripts/setup.sh build), or use --processes 1",
+                    "processes");
+    if (::access(launcher.c_str(), X_OK) != 0)
+        throw Error("--processes " + std::to_string(processes) + " starts " + launcher + ", which is missing (" +
+                        std::strerror(errno) + "): install openmpi-bin, or use --processes 1",
+                    "processes");
+    // This program by its real path, so mpirun finds it whatever PATH and cwd it was started with.
+    std::string self(4096, '\0');
+    const ssize_t length = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
+    self = length > 0 ? self.substr(0, static_cast<size_t>(length)) : command_line.at(0);
+
+    std::vector<std::string> arguments = {launcher, "-np", std::to_string(processes),
+                                          // The engine's own threads are placed by the OS; pinning
+                                          // each process to one core would serialise them.
+                                          "--bind-to", "none",
+                                          // More processes than cores is allowed when asked for.
+                                          "--oversubscribe"};
+    // Open MPI refuses root unless told; the user asked for these processes on this machine.
+    if (::geteuid() == 0) arguments.emplace_back("--allow-run-as-root");
+    arguments.push_back(self);
+    arguments.insert(arguments.end(), command_line.begin() + 1, command_line.end());
+    std::vector<char*> argv;
+    for (auto& argument : arguments) argv.push_back(argument.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::execv(launcher.c_str(), argv.data());
+    throw Error("could not start " + launcher + ": " + std::strerror(errno) + "; use --processes 1", "processes");
+}
+
+}  // namespace trainbench::cli

@@ -1,0 +1,25 @@
+#pragma once
+// The processes that train one run together (data parallelism: --processes N, or mpirun -np N):
+// this process's rank, how many there are, and the collectives the training loop needs. Every
+// rank calls the same collectives in the same order; in a group of one each is the identity.
+#include <cstdint>
+
+namespace trainbench {
+
+class ProcessGroup {
+public:
+    virtual ~ProcessGroup() = default;
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    // In place: every rank ends with the element-wise sum over the ranks (MPI_Allreduce).
+    virtual void sum(float* values, int64_t n) = 0;
+    virtual void sum(double* values, int64_t n) = 0;
+    // True on every rank when `flag` is true on any (a stop request, a failure).
+    virtual bool any(bool flag) = 0;
+};
+
+// The group this process trains in: MPI_COMM_WORLD once join_process_world() (trainbench/
+// processes.hpp) has joined an MPI job, otherwise the group of this process alone.
+ProcessGroup& process_group();
+
+}  // namespace trainbench

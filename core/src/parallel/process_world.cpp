@@ -1,0 +1,137 @@
+// The MPI job this process may belong to (trainbench/processes.hpp) and its collectives
+// (parallel/process_group.hpp). Without MPI, or when not launched by mpirun, a world of one.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "parallel/process_group.hpp"
+#include "trainbench/error.hpp"
+#include "trainbench/processes.hpp"
+
+#ifdef TRAINBENCH_WITH_MPI
+#include <mpi.h>
+#endif
+
+namespace trainbench {
+namespace {
+
+class SingleProcessGroup final : public ProcessGroup {
+public:
+    int rank() const override { return 0; }
+    int size() const override { return 1; }
+    void sum(float*, int64_t) override {}
+    void sum(double*, int64_t) override {}
+    bool any(bool flag) override { return flag; }
+};
+
+#ifdef TRAINBENCH_WITH_MPI
+// MPI counts are ints: reduce a larger array in pieces.
+constexpr int64_t kLargestCount = int64_t{1} << 30;
+
+void check_mpi(int status, const char* what) {
+    if (status == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int length = 0;
+    MPI_Error_string(status, text, &length);
+    throw Error(std::string(what) + " failed: " + std::string(text, static_cast<size_t>(length)));
+}
+
+class MpiProcessGroup final : public ProcessGroup {
+public:
+    MpiProcessGroup() {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+        MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    }
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    void sum(float* values, int64_t n) override { reduce(values, n, MPI_FLOAT); }
+    void sum(double* values, int64_t n) override { reduce(values, n, MPI_DOUBLE); }
+    bool any(bool flag) override {
+        int value = flag ? 1 : 0;
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        return value != 0;
+    }
+
+private:
+    template <typename T>
+    void reduce(T* values, int64_t n, MPI_Datatype type) {
+        for (int64_t start = 0; start < n; start += kLargestCount) {
+            const auto count = static_cast<int>(std::min(kLargestCount, n - start));
+            check_mpi(MPI_Allreduce(MPI_IN_PLACE, values + start, count, type, MPI_SUM, MPI_COMM_WORLD),
+                      "MPI_Allreduce");
+        }
+    }
+    int rank_ = 0, size_ = 1;
+};
+#endif
+
+bool joined = false;
+ProcessWorld world;
+
+ProcessGroup* world_group() {
+#ifdef TRAINBENCH_WITH_MPI
+    static MpiProcessGroup* mpi = nullptr;
+    if (joined && !mpi) mpi = new MpiProcessGroup();  // lives until exit, like MPI_COMM_WORLD
+    if (joined) return mpi;
+#endif
+    static SingleProcessGroup single;
+    return &single;
+}
+
+}  // namespace
+
+ProcessGroup& process_group() { return *world_group(); }
+
+bool mpi_built_in() {
+#ifdef TRAINBENCH_WITH_MPI
+    return true;
+#else
+    return false;
+#endif
+}
+
+std::string mpi_launcher() {
+#ifdef TRAINBENCH_MPIEXEC
+    return TRAINBENCH_MPIEXEC;
+#else
+    return {};
+#endif
+}
+
+bool launched_by_mpi() {
+    return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+}
+
+ProcessWorld join_process_world() {
+    if (joined || !launched_by_mpi()) return world;
+#ifdef TRAINBENCH_WITH_MPI
+    // Only the training thread calls MPI (the prefetch loader never does).
+    int provided = 0;
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    joined = true;
+    world.rank = process_group().rank();
+    world.size = process_group().size();
+    return world;
+#else
+    throw Error("this process was started by mpirun, but this build has no MPI: install libopenmpi-dev and "
+                "rebuild (./scripts/setup.sh build), or run without mpirun");
+#endif
+}
+
+ProcessWorld process_world() { return world; }
+
+void leave_process_world() {
+#ifdef TRAINBENCH_WITH_MPI
+    if (joined) MPI_Finalize();
+#endif
+    joined = false;
+}
+
+void abort_process_world(int exit_code) {
+#ifdef TRAINBENCH_WITH_MPI
+    if (joined && world.size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+#endif
+    std::exit(exit_code);
+}
+
+}  // namespace trainbench

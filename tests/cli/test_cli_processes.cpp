@@ -1,0 +1,183 @@
+// Data parallelism over MPI (--processes N): N processes that each train on their share of every
+// global batch and sum their gradients must give the update of one process with the same global
+// batch, up to float rounding, for the MLP and the GPT, SGD with momentum and AdamW, step_size 1
+// and 2 (weights after 20 updates within 1e-6 of each tensor's scale, plus 1e-6 absolute; see
+// difference_in_tolerances), and an epoch whose last batch is partial (and smaller than processes x step_size, so some
+// processes get empty micro-batches). Process 0 alone reports and writes the outputs; a checkpoint
+// of a 2-process run resumes on 1, 2 and 3 processes; a stop reaches every process.
+//
+// Skips, saying why, in a build without MPI (TRAINBENCH_MPI found no libopenmpi-dev).
+#include <QProcessEnvironment>
+#include <QTemporaryDir>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+
+#include "cli/cli_process.hpp"
+#include "trainbench/processes.hpp"
+#include "trainbench/weights.hpp"
+
+namespace {
+
+// 162 samples, 10% held out: 146 training samples in batches of 48 = 3 full batches and a last
+// one of 2 per epoch, so 20 updates cross four epoch ends and five such batches, where with 3
+// processes one process has an empty micro-batch.
+QStringList mlp_flags(const QString& optimizer, int step_size) {
+    QStringList flags = {"train", "--dataset", "spirals", "--samples", "162", "--val-fraction", "0.1",
+                         "--hidden", "16,16", "--batch-size", "48", "--step-size", QString::number(step_size),
+                         "--epochs", "100", "--max-steps", "20", "--optimizer", optimizer, "--lr",
+                         optimizer == "sgd" ? "0.05" : "0.003", "--seed", "11", "--threads", "1"};
+    if (optimizer == "sgd") flags << "--momentum" << "0.9";
+    return flags;
+}
+
+// A one-block GPT on the committed Bible excerpt; 8-token windows.
+QStringList gpt_flags(const QString& optimizer, int step_size) {
+    return {"train", "--model", "gpt", "--dataset", "text:" TRAINBENCH_FIXTURES_DIR "/text/bible_plain.txt",
+            "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", "--batch-size", "12",
+            "--step-size", QString::number(step_size), "--epochs", "100", "--max-steps", "20", "--optimizer",
+            optimizer, "--lr", "0.003", "--seed", "5", "--threads", "1"};
+}
+
+// How far two runs' weights are apart, in units of the allowed rounding: the largest
+// |a - b| / (1e-6 + 1e-6 * max|a|) over each tensor (torch.allclose's rule with rtol = atol = 1e-6,
+// rtol against the tensor's scale). The absolute part is for tensors that stay near zero: the
+// GPT's attention key bias has a true gradient of exactly zero (a constant added to every score
+// of a query does not change its softmax), so AdamW turns float noise into steps, as it does
+// when only step_size changes in one process (3.5e-7 apart here either way).
+double difference_in_tolerances(const trainbench::ModelWeights& a, const trainbench::ModelWeights& b) {
+    double worst = 0.0;
+    for (const auto& tensor : a.tensors) {
+        const trainbench::NamedTensor* other = b.find(tensor.name);
+        if (!other || other->data.size() != tensor.data.size()) return INFINITY;
+        double scale = 0.0, difference = 0.0;
+        for (size_t i = 0; i < tensor.data.size(); ++i) {
+            scale = std::max(scale, static_cast<double>(std::fabs(tensor.data[i])));
+            difference = std::max(difference, static_cast<double>(std::fabs(tensor.data[i] - other->data[i])));
+        }
+        worst = std::max(worst, difference / (1e-6 + 1e-6 * scale));
+    }
+    return worst;
+}
+
+bool bit_identical(const trainbench::ModelWeights& a, const trainbench::ModelWeights& b) {
+    if (a.tensors.size() != b.tensors.size()) return false;
+    for (const auto& tensor : a.tensors) {
+        const trainbench::NamedTensor* other = b.find(tensor.name);
+        if (!other || other->data != tensor.data) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+class CliProcessesTest : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir folder_;
+
+    // Runs `flags` on `processes` processes, saving weights and metrics under `name`.
+    CliRun train(const QStringList& flags, int processes, const QString& name, const QStringList& extra = {}) {
+        QStringList arguments = flags;
+        arguments << "--processes" << QString::number(processes) << "--save-weights" << path(name + ".safetensors")
+                  << "--metrics-out" << path(name + ".csv") << extra;
+        return run_cli(arguments, 180000);
+    }
+    QString path(const QString& name) const { return folder_.filePath(name); }
+    trainbench::ModelWeights weights(const QString& name) const {
+        return trainbench::load_weights(path(name + ".safetensors").toStdString());
+    }
+
+private slots:
+    void initTestCase() {
+        if (!trainbench::mpi_built_in())
+            QSKIP("built without MPI (install libopenmpi-dev and openmpi-bin and reconfigure): multi-process runs "
+                  "are not built");
+        QVERIFY(folder_.isValid());
+    }
+
+    void sameUpdateAsOneProcess_data() {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("optimizer");
+        QTest::addColumn<int>("stepSize");
+        QTest::newRow("mlp sgd step 1") << "mlp" << "sgd" << 1;
+        QTest::newRow("mlp sgd step 2") << "mlp" << "sgd" << 2;
+        QTest::newRow("mlp adamw step 1") << "mlp" << "adamw" << 1;
+        QTest::newRow("mlp adamw step 2") << "mlp" << "adamw" << 2;
+        QTest::newRow("gpt adamw step 2") << "gpt" << "adamw" << 2;
+        QTest::newRow("gpt sgd step 1") << "gpt" << "sgd" << 1;
+    }
+    void sameUpdateAsOneProcess() {
+        QFETCH(QString, model);
+        QFETCH(QString, optimizer);
+        QFETCH(int, stepSize);
+        const QStringList flags = model == "mlp" ? mlp_flags(optimizer, stepSize) : gpt_flags(optimizer, stepSize);
+        const QString base = QString("%1-%2-%3").arg(model, optimizer).arg(stepSize);
+        const CliRun one = train(flags, 1, base + "-1");
+        QVERIFY2(one.exit_code == 0, CLI_DIAGNOSTICS(one));
+        const trainbench::ModelWeights reference = weights(base + "-1");
+        for (int processes : {2, 3}) {
+            const QString name = base + "-" + QString::number(processes);
+            const CliRun run = train(flags, processes, name);
+            QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+            // Process 0 alone reports: one summary, no line from the others.
+            QCOMPARE(run.out.count("result: max_steps after 20 updates"), 1);
+            QVERIFY2(run.err.trimmed().isEmpty(), qPrintable(run.err));
+            const double difference = difference_in_tolerances(reference, weights(name));
+            qInfo("%s on %d processes: weights after 20 updates differ from one process's by %.3g of the tolerance",
+                  qPrintable(base), processes, difference);
+            QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
+            // The metrics are the whole batch's: the loss agrees with one process's.
+            const auto table_one = read_metrics_csv(path(base + "-1.csv"));
+            const auto table = read_metrics_csv(path(name + ".csv"));
+            QVERIFY(table_one && table);
+            QCOMPARE(table->rows.size(), table_one->rows.size());
+            const double loss_one = last_value(*table_one, "loss").value();
+            const double loss = last_value(*table, "loss").value();
+            QVERIFY2(std::fabs(loss - loss_one) <= 1e-5 * std::fabs(loss_one),
+                     qPrintable(QString("%1 vs %2").arg(loss).arg(loss_one)));
+            QCOMPARE(last_value(*table, "samples_seen").value(), last_value(*table_one, "samples_seen").value());
+        }
+    }
+
+    // A checkpoint written by 2 processes resumes on 1, 2 and 3: on 2 bit for bit as the
+    // uninterrupted 2-process run, on the others within rounding.
+    void checkpointResumesOnAnotherProcessCount() {
+        const QStringList flags = mlp_flags("adamw", 2);
+        const QString checkpoints = path("resume-checkpoints");
+        const CliRun whole = train(flags, 2, "resume-whole");
+        QVERIFY2(whole.exit_code == 0, CLI_DIAGNOSTICS(whole));
+        QStringList first_half = flags;
+        first_half.replace(first_half.indexOf("--max-steps") + 1, "10");
+        const CliRun half = train(first_half, 2, "resume-half", {"--checkpoint-every", "10", "--checkpoint-dir", checkpoints});
+        QVERIFY2(half.exit_code == 0, CLI_DIAGNOSTICS(half));
+        for (int processes : {2, 1, 3}) {
+            const QString name = "resumed-on-" + QString::number(processes);
+            const CliRun resumed = train(flags, processes, name, {"--resume", checkpoints});
+            QVERIFY2(resumed.exit_code == 0, CLI_DIAGNOSTICS(resumed));
+            QVERIFY2(resumed.out.contains("resumed from the checkpoint of update 10"), qPrintable(resumed.out));
+            if (processes == 2) {
+                QVERIFY(bit_identical(weights("resume-whole"), weights(name)));
+            } else {
+                const double difference = difference_in_tolerances(weights("resume-whole"), weights(name));
+                QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
+            }
+        }
+    }
+
+    // A configuration error is reported once, by process 0, as one line.
+    void errorIsReportedOnce() {
+        QStringList flags = mlp_flags("sgd", 2);
+        flags.replace(flags.indexOf("--batch-size") + 1, "4");
+        const CliRun run = train(flags, 3, "too-small");
+        QCOMPARE(run.exit_code, 2);
+        QCOMPARE(run.error_lines().size(), 1);
+        QVERIFY2(run.err.contains("smaller than processes x step_size"), qPrintable(run.err));
+        QVERIFY(!QFile::exists(path("too-small.csv")));
+        QVERIFY(!QFile::exists(path("too-small.safetensors")));
+    }
+};
+
+QTEST_MAIN(CliProcessesTest)
+#include "test_cli_processes.moc"
