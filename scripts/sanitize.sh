@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sanitizer and fuzzing stages (docs/RELIABILITY.md), each configured, built and run from
-# scratch in its own build folder. .ci/run does not run them yet: their time on a cold CI
-# cache is not measured (docs/RELIABILITY.md).
+# scratch in its own build folder. .ci/run does not run them: from a cold cache the ASan stage
+# alone takes about twice the CI budget on 2 cores (measured in docs/RELIABILITY.md).
 #
 #   ./scripts/sanitize.sh asan           AddressSanitizer + UndefinedBehaviorSanitizer (GCC):
 #                                        build the suites, run every test (core, cli, ui offscreen)

@@ -119,6 +119,22 @@ uint64_t check_header_length(std::string_view bytes, uint64_t file_size, const s
 
 }  // namespace
 
+namespace {
+// The rename is durable only once the folder's entry is on disk: without this a power cut
+// could bring back the previous checkpoint, or none, under the name. A file system that cannot
+// sync a folder (EINVAL) keeps the rename as it is.
+void sync_folder_of(const std::string& path) {
+    std::string folder = std::filesystem::path(path).parent_path().string();
+    if (folder.empty()) folder = ".";
+    const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) throw Error("cannot write '" + path + "': cannot open its folder: " + std::strerror(errno));
+    const bool synced = ::fsync(fd) == 0 || errno == EINVAL;
+    const int error_number = errno;
+    ::close(fd);
+    if (!synced) throw Error("cannot write '" + path + "': " + std::strerror(error_number));
+}
+}  // namespace
+
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
     Json header = Json::object();
@@ -172,6 +188,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
         std::remove(tmp_path.c_str());
         throw Error("cannot write '" + path + "': " + reason);
     }
+    sync_folder_of(path);
 }
 
 std::vector<NamedTensor> read_safetensors(const std::string& path,
