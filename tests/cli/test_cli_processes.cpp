@@ -4,9 +4,11 @@
 // and 2 (weights after 20 updates within 1e-6 of each tensor's scale, plus 1e-6 absolute; see
 // difference_in_tolerances), and an epoch whose last batch is partial (and smaller than processes x step_size, so some
 // processes get empty micro-batches). Process 0 alone reports and writes the outputs; a checkpoint
-// of a 2-process run resumes on 1, 2 and 3 processes; a stop reaches every process.
+// of a 2-process run resumes on 1, 2 and 3 processes; a killed process ends the run in seconds
+// and leaves the last checkpoint whole.
 //
 // Skips, saying why, in a build without MPI (TRAINBENCH_MPI found no libopenmpi-dev).
+#include <QElapsedTimer>
 #include <QProcessEnvironment>
 #include <QTemporaryDir>
 
@@ -164,6 +166,39 @@ private slots:
                 QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
             }
         }
+    }
+
+    // One process killed mid-run: mpirun ends the others and exits with a clear message within
+    // seconds, nothing hangs, and the last checkpoint is complete and resumes.
+    void killedProcessEndsTheRunAndKeepsTheCheckpoint() {
+        const QString checkpoints = path("killed-checkpoints");
+        QProcess run;
+        run.start(QStringLiteral(TRAINBENCH_CLI_PATH),
+                  {"train", "--dataset", "spirals", "--samples", "4000", "--hidden", "64,64", "--batch-size", "32",
+                   "--epochs", "1000", "--threads", "1", "--processes", "2", "--checkpoint-every", "20",
+                   "--checkpoint-dir", checkpoints, "-q"});
+        QVERIFY(run.waitForStarted(10000));
+        const QString latest = checkpoints + "/latest.safetensors";
+        QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(latest), 60000);
+        // trainbench-cli became mpirun (same process id); its children are the two processes.
+        QProcess children;
+        children.start("pgrep", {"-P", QString::number(run.processId())});
+        QVERIFY(children.waitForFinished(10000));
+        const QStringList pids = QString::fromUtf8(children.readAllStandardOutput()).split('\n', Qt::SkipEmptyParts);
+        QCOMPARE(pids.size(), 2);
+        QVERIFY(::kill(pids.last().toInt(), SIGKILL) == 0);
+        QElapsedTimer ending;
+        ending.start();
+        QVERIFY2(run.waitForFinished(30000), "the run did not end within 30 s of a killed process");
+        qInfo("the run ended %lld ms after one of its processes was killed", ending.elapsed());
+        QVERIFY(run.exitStatus() == QProcess::NormalExit && run.exitCode() != 0);
+        const QString errors = QString::fromUtf8(run.readAllStandardError());
+        QVERIFY2(errors.contains("exited on signal 9"), qPrintable(errors));
+        // The checkpoint is whole: a run resumes from it.
+        const CliRun resumed = run_cli({"train", "--dataset", "spirals", "--samples", "4000", "--hidden", "64,64",
+                                        "--batch-size", "32", "--epochs", "1000", "--threads", "1", "--processes",
+                                        "2", "--resume", checkpoints, "--max-steps", "1", "-q"});
+        QVERIFY2(resumed.exit_code == 0 && resumed.out.contains("nothing left to train"), CLI_DIAGNOSTICS(resumed));
     }
 
     // A configuration error is reported once, by process 0, as one line.
