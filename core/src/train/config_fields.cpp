@@ -23,8 +23,11 @@ std::string shortest_text(double value) {
 template <class Of>
 auto member_access(Of of) {
     using T = std::remove_reference_t<decltype(of(std::declval<RunConfig&>()))>;
-    return MemberAccess<T>{static_cast<const T& (*)(const RunConfig&)>(of),
-                           static_cast<T& (*)(RunConfig&)>(of)};
+    // Through plain lambdas (a captureless lambda is default-constructible): clang 14 cannot
+    // convert a generic lambda with a deduced reference return to these function pointers.
+    (void)of;
+    return MemberAccess<T>{[](const RunConfig& c) -> const T& { return Of{}(c); },
+                           [](RunConfig& c) -> T& { return Of{}(c); }};
 }
 
 template <class Of, class Enum>
