@@ -15,7 +15,9 @@ const char* metrics_csv_header() {
            // reset_peak_memory_stats at the update's start).
            "mem_update_peak_parameters,mem_update_peak_gradients,mem_update_peak_optimizer_state,"
            "mem_update_peak_master_weights,mem_update_peak_activations,mem_update_peak_workspace,"
-           "mem_update_peak_cache,mem_update_peak_live";
+           "mem_update_peak_cache,mem_update_peak_live,"
+           // Several processes: the update's time in collectives.
+           "comm_ms";
 }
 
 MetricsCsvWriter::MetricsCsvWriter(const std::string& path) : file_(path) {
@@ -70,7 +72,7 @@ void MetricsCsvWriter::write_pending(const EpochMetrics* epoch) {
     write_optional(out, m.mfu);
     for (MemoryCategory category : kCategoryColumns)
         std::fprintf(out, ",%" PRId64, m.memory.update_peak_bytes(category));
-    std::fprintf(out, ",%" PRId64 "\n", m.memory.update_live_peak);
+    std::fprintf(out, ",%" PRId64 ",%.9g\n", m.memory.update_live_peak, m.comm_ms);
     pending_.reset();
     ++rows_written_;
 }

@@ -50,13 +50,21 @@ void ProgressDisplay::start(const RunPlan& plan) {
     std::string tokens;
     if (plan.tokens_per_sample > 0)
         tokens = " (" + std::to_string(plan.global_batch * plan.tokens_per_sample) + " tokens)";
+    // Several processes: the third factor of the global batch, and how the cores are shared.
+    std::string processes;
+    if (plan.processes > 1) {
+        processes = " x processes " + std::to_string(plan.processes) + " (" + std::to_string(plan.threads) +
+                    (plan.threads == 1 ? " thread" : " threads") + " each";
+        if (plan.zero > 0) processes += ", ZeRO-" + std::to_string(plan.zero);
+        processes += ")";
+    }
     std::fprintf(out_,
                  "plan: %s (%" PRId64 " parameters), %" PRId64 " training %s, global batch %" PRId64
-                 "%s = micro-batch %" PRId64 " x step_size %" PRId64 ", %" PRId64 " updates/epoch, %" PRId64
+                 "%s = micro-batch %" PRId64 " x step_size %" PRId64 "%s, %" PRId64 " updates/epoch, %" PRId64
                  " updates\n",
                  plan.model_summary.c_str(), plan.parameter_count, plan.train_samples,
                  plan.tokens_per_sample > 0 ? "windows" : "samples", plan.global_batch, tokens.c_str(), plan.micro_batch,
-                 plan.step_size, plan.updates_per_epoch, plan.total_updates);
+                 plan.step_size, processes.c_str(), plan.updates_per_epoch, plan.total_updates);
     // What the engine will allocate at the peak of an update, before it allocates it: the
     // figure a user sizes --memory-limit and --step-size by.
     std::string categories;
@@ -65,8 +73,8 @@ void ProgressDisplay::start(const RunPlan& plan) {
         categories += (categories.empty() ? "" : ", ") + std::string(to_string(MemoryCategory(c))) + " " +
                       format_bytes(plan.planned_bytes[c]);
     }
-    std::fprintf(out_, "memory plan: %s (%s)\n", format_bytes(plan.planned_total()).c_str(),
-                 categories.c_str());
+    std::fprintf(out_, "memory plan%s: %s (%s)\n", plan.processes > 1 ? " per process" : "",
+                 format_bytes(plan.planned_total()).c_str(), categories.c_str());
     if (plan.peak_flops > 0.0)
         std::fprintf(out_, "MFU: %.3g GFLOP per sample (forward + backward) against the peak of %s\n",
                      plan.flops_per_sample / 1e9, plan.peak_source.c_str());

@@ -23,7 +23,12 @@ FlagSetting unusual_setting(const ConfigField& field) {
     const QString flag = QString::fromStdString(field.flag);
     switch (field.kind) {
         case FieldKind::integer:
-        case FieldKind::unsigned_integer: return {{flag, "8"}, "8"};  // no default is 8; n_head 8 divides n_embd
+        case FieldKind::unsigned_integer: {
+            // No default is 8 (n_head 8 divides n_embd); a field capped below 8 takes its maximum.
+            const std::optional<double> max = field.range ? field.range->max : std::nullopt;
+            const QString value = QString::number(max && *max < 8 ? static_cast<int>(*max) : 8);
+            return {{flag, value}, value.toStdString()};
+        }
         case FieldKind::real:
         case FieldKind::optional_real: return {{flag, "0.375"}, "0.375"};
         case FieldKind::boolean: return {{flag}, field.switch_sets ? "true" : "false"};

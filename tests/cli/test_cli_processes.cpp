@@ -4,7 +4,8 @@
 // and 2 (weights after 20 updates within 1e-6 of each tensor's scale, plus 1e-6 absolute; see
 // difference_in_tolerances), and an epoch whose last batch is partial (and smaller than processes x step_size, so some
 // processes get empty micro-batches). Process 0 alone reports and writes the outputs; a checkpoint
-// of a 2-process run resumes on 1, 2 and 3 processes; a killed process ends the run in seconds
+// of a 2-process run resumes on 1, 2 and 3 processes; ZeRO-1 and -2 give ZeRO-0's update and
+// their checkpoints resume on other process counts; a killed process ends the run in seconds
 // and leaves the last checkpoint whole.
 //
 // Skips, saying why, in a build without MPI (TRAINBENCH_MPI found no libopenmpi-dev).
@@ -163,6 +164,49 @@ private slots:
                 QVERIFY(bit_identical(weights("resume-whole"), weights(name)));
             } else {
                 const double difference = difference_in_tolerances(weights("resume-whole"), weights(name));
+                QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
+            }
+        }
+    }
+
+    // ZeRO through the CLI: stages 1 and 2 on 3 processes give stage 0's weights (stage 1 bit for
+    // bit: the same sum, the same rule on each slice); the plan says how the batch, the threads and
+    // the optimizer state are shared. A ZeRO-1 checkpoint holds the whole optimizer state, gathered:
+    // it resumes with ZeRO-1 on 2 processes bit for bit, on 3 and without ZeRO on 1 within rounding.
+    void zeroStagesThroughTheCli() {
+        const QStringList flags = mlp_flags("adamw", 2);
+        const CliRun zero0 = train(flags, 3, "zero0", {"--zero", "0"});
+        QVERIFY2(zero0.exit_code == 0, CLI_DIAGNOSTICS(zero0));
+        for (const char* stage : {"1", "2"}) {
+            const QString name = QString("zero") + stage;
+            const CliRun run = train(flags, 3, name, {"--zero", stage});
+            QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+            QVERIFY2(run.out.contains(QString("x processes 3 (1 thread each, ZeRO-%1)").arg(stage)), qPrintable(run.out));
+            QVERIFY2(run.out.contains("memory plan per process"), qPrintable(run.out));
+            if (QString(stage) == "1") {
+                QVERIFY(bit_identical(weights("zero0"), weights(name)));
+            } else {
+                const double difference = difference_in_tolerances(weights("zero0"), weights(name));
+                QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
+            }
+        }
+
+        const QString checkpoints = path("zero-checkpoints");
+        const CliRun whole = train(flags, 2, "zero-whole", {"--zero", "1"});
+        QVERIFY2(whole.exit_code == 0, CLI_DIAGNOSTICS(whole));
+        QStringList first_half = flags;
+        first_half.replace(first_half.indexOf("--max-steps") + 1, "10");
+        const CliRun half = train(first_half, 2, "zero-half",
+                                  {"--zero", "1", "--checkpoint-every", "10", "--checkpoint-dir", checkpoints});
+        QVERIFY2(half.exit_code == 0, CLI_DIAGNOSTICS(half));
+        for (const auto& [processes, stage] : {std::pair{2, "1"}, std::pair{3, "1"}, std::pair{1, "0"}}) {
+            const QString name = QString("zero-resumed-on-%1").arg(processes);
+            const CliRun resumed = train(flags, processes, name, {"--zero", stage, "--resume", checkpoints});
+            QVERIFY2(resumed.exit_code == 0, CLI_DIAGNOSTICS(resumed));
+            if (processes == 2) {
+                QVERIFY(bit_identical(weights("zero-whole"), weights(name)));
+            } else {
+                const double difference = difference_in_tolerances(weights("zero-whole"), weights(name));
                 QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
             }
         }

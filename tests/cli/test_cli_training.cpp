@@ -26,7 +26,7 @@ const char* kMetricsHeader =
     "mem_peak_total,rss_bytes,device_used_bytes,val_loss,val_accuracy,tokens_per_second,mfu,"
     "mem_update_peak_parameters,mem_update_peak_gradients,mem_update_peak_optimizer_state,"
     "mem_update_peak_master_weights,mem_update_peak_activations,mem_update_peak_workspace,"
-    "mem_update_peak_cache,mem_update_peak_live";
+    "mem_update_peak_cache,mem_update_peak_live,comm_ms";
 
 const char* kCategories[] = {"parameters",  "gradients", "optimizer_state", "master_weights",
                              "activations", "workspace", "cache"};

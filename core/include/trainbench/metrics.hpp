@@ -16,6 +16,9 @@ struct StepMetrics {
     double learning_rate = 0.0;    // used for this update
     double grad_norm = 0.0;        // global L2 norm of the gradients before clipping
     double update_ms = 0.0;        // wall time of the whole update, all micro-batches
+    // Several processes: the part of update_ms spent in collectives (stop agreement, gradient
+    // sum, loss sum, ZeRO's gathers), waiting for the slowest process included; 0 for one.
+    double comm_ms = 0.0;
     double samples_per_second = 0.0;  // this update's samples / update_ms
     int64_t batch_samples = 0;     // samples in this update's global batch
     double tokens_per_second = 0.0;   // language models: samples_per_second * context length; else 0

@@ -86,6 +86,10 @@ struct RunConfig {
     // Data parallelism: processes that each train on 1/processes of every global batch and sum
     // their gradients before the update (MPI; trainbench-cli relaunches itself under mpirun).
     int64_t processes = 1;
+    // ZeRO stage over those processes: 0 every process keeps all optimizer state; 1 each keeps
+    // and updates 1/processes of it and gathers the parameters after the update; 2 also reduces
+    // the gradients with a reduce-scatter into each process's slice.
+    int64_t zero = 0;
 
     // Efficiency techniques
     int64_t memory_limit_bytes = 0;  // 0 = no budget

@@ -17,6 +17,8 @@ struct RunPlan {
     int64_t global_batch = 0;          // batch_size (samples per update)
     int64_t step_size = 0;             // micro-batches per update
     int64_t processes = 1;             // data-parallel processes sharing each global batch
+    int64_t zero = 0;                  // ZeRO stage over those processes
+    int threads = 0;                   // CPU threads of each process (0 on CUDA)
     int64_t micro_batch = 0;           // largest micro-batch = ceil(ceil(batch / processes) / step_size)
     int64_t train_samples = 0;
     int64_t tokens_per_sample = 0;     // language models: the context length; 0 otherwise
@@ -24,7 +26,7 @@ struct RunPlan {
     int64_t total_updates = 0;         // epochs * updates_per_epoch, capped by max_steps
     std::string model_summary;         // "MLP 2-128-128-3", "GPT L4 H4 C128 T128 V65"
     int64_t parameter_count = 0;
-    BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update)
+    BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update), per process
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
     // MFU's terms: the model's FLOPs per training sample (forward + backward) and the measured

@@ -31,6 +31,11 @@ struct EngineSpec {
     int device_index = 0;              // cuda only
     int64_t memory_limit_bytes = 0;    // behave like a device of this size; 0 = unlimited
     const Dataset* preload = nullptr;  // cuda --preload-device: copy train split once
+    // Data parallelism with ZeRO (RunConfig::zero): this process's rank among shard_count; the
+    // optimizer state (stage >= 1) holds only this rank's slice (parallel/shard_range.hpp).
+    int zero_stage = 0;
+    int shard_rank = 0;
+    int shard_count = 1;
 };
 
 // A micro-batch as the loop hands it over. x is [features x count] column-major on the host;
@@ -66,7 +71,8 @@ public:
     virtual double forward_backward(const MicroBatch& batch, double normaliser,
                                     double loss_scale) = 0;
     // Data parallelism: replaces the accumulated gradients by their sum over the processes of
-    // `group` (one MPI_Allreduce over the flat gradient buffer). Engines that cannot say so.
+    // `group` (one MPI_Allreduce over the flat gradient buffer; with ZeRO-2 a reduce-scatter that
+    // sums only this rank's slice). Engines that cannot say so.
     virtual void sum_gradients(ProcessGroup& group);
     // Squared L2 norm over all gradients as accumulated (still multiplied by the loss scale);
     // inf or NaN when any gradient is not finite.
@@ -80,7 +86,8 @@ public:
     // without it say so (Error).
     virtual void logits_row(const MicroBatch& batch, int64_t row, float* out);
 
-    // Optimizer state for checkpoints: named flat float tensors in a stable order.
+    // Optimizer state for checkpoints: named flat float tensors in a stable order, whole. With
+    // ZeRO it is gathered from every process: all of them call it together.
     virtual std::vector<NamedTensor> optimizer_state() const = 0;
     virtual void set_optimizer_state(const std::vector<NamedTensor>& state) = 0;
 
@@ -90,6 +97,9 @@ public:
     // Brackets one whole update: wall clock on the CPU, synchronised events on CUDA.
     virtual void begin_update_timing() = 0;
     virtual double end_update_timing_ms() = 0;
+    // Wall time the update so far spent in the engine's collectives (sum_gradients, ZeRO's
+    // gathers), since begin_update_timing.
+    virtual double collective_ms() const { return 0.0; }
 
     // cudaMemGetInfo on CUDA (used, total); zeros on CPU.
     virtual std::pair<int64_t, int64_t> device_memory() const { return {0, 0}; }

@@ -14,6 +14,11 @@ public:
     // In place: every rank ends with the element-wise sum over the ranks (MPI_Allreduce).
     virtual void sum(float* values, int64_t n) = 0;
     virtual void sum(double* values, int64_t n) = 0;
+    // ZeRO (parallel/shard_range.hpp's slices of n elements): reduce_scatter leaves the sum over
+    // the ranks in this rank's slice of `values` (the rest is scratch), all_gather fills every
+    // slice with its owner's values.
+    virtual void reduce_scatter(float* values, int64_t n) = 0;
+    virtual void all_gather(float* values, int64_t n) = 0;
     // True on every rank when `flag` is true on any (a stop request, a failure).
     virtual bool any(bool flag) = 0;
 };

@@ -2,9 +2,12 @@
 // (parallel/process_group.hpp). Without MPI, or when not launched by mpirun, a world of one.
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "parallel/process_group.hpp"
+#include "parallel/shard_range.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/processes.hpp"
 
@@ -21,6 +24,8 @@ public:
     int size() const override { return 1; }
     void sum(float*, int64_t) override {}
     void sum(double*, int64_t) override {}
+    void reduce_scatter(float*, int64_t) override {}
+    void all_gather(float*, int64_t) override {}
     bool any(bool flag) override { return flag; }
 };
 
@@ -46,6 +51,20 @@ public:
     int size() const override { return size_; }
     void sum(float* values, int64_t n) override { reduce(values, n, MPI_FLOAT); }
     void sum(double* values, int64_t n) override { reduce(values, n, MPI_DOUBLE); }
+    void reduce_scatter(float* values, int64_t n) override {
+        const Slices& slices = slices_of(n);
+        // In place, MPI puts this rank's slice at the start of the buffer: move it home.
+        check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, values, slices.counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                  "MPI_Reduce_scatter");
+        const auto mine = static_cast<size_t>(rank_);
+        std::memmove(values + slices.offsets[mine], values, static_cast<size_t>(slices.counts[mine]) * sizeof(float));
+    }
+    void all_gather(float* values, int64_t n) override {
+        const Slices& slices = slices_of(n);
+        check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, slices.counts.data(),
+                                 slices.offsets.data(), MPI_FLOAT, MPI_COMM_WORLD),
+                  "MPI_Allgatherv");
+    }
     bool any(bool flag) override {
         int value = flag ? 1 : 0;
         check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -53,6 +72,28 @@ public:
     }
 
 private:
+    struct Slices {
+        int64_t n = -1;
+        std::vector<int> counts, offsets;
+    };
+    // The ranks' slices of n elements as MPI's int counts and displacements, kept for the next
+    // call (every update gathers the same n: no allocation in the steady state).
+    const Slices& slices_of(int64_t n) {
+        if (slices_.n == n) return slices_;
+        if (n >= kLargestCount * 2)
+            throw Error("ZeRO over MPI shards at most 2^31 - 1 parameters; this model has " + std::to_string(n));
+        slices_.n = n;
+        slices_.counts.clear();
+        slices_.offsets.clear();
+        for (int r = 0; r < size_; ++r) {
+            const ShardRange shard = shard_of(n, r, size_);
+            slices_.counts.push_back(static_cast<int>(shard.size()));
+            slices_.offsets.push_back(static_cast<int>(shard.begin));
+        }
+        return slices_;
+    }
+    Slices slices_;
+
     template <typename T>
     void reduce(T* values, int64_t n, MPI_Datatype type) {
         for (int64_t start = 0; start < n; start += kLargestCount) {

@@ -238,13 +238,14 @@ void plan_staging(GraphPlan& plan) {
 }  // namespace
 
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
-                          bool checkpointing, Precision precision) {
+                          bool checkpointing, Precision precision, int shard_rank, int shard_count) {
     GraphPlan plan;
     plan.model = model;
     plan.params = make_param_layout(model);
     plan.micro_batch = micro_batch;
     plan.threads = threads;
     plan.optimizer_slots = optimizer_slots;
+    plan.optimizer_shard = shard_of(plan.params.count, shard_rank, shard_count);
     plan.checkpointing = checkpointing;
     plan.precision = precision;
     for (const TensorDesc& t : model.tensors) plan.tensor_elements.push_back(t.per_sample * micro_batch);
@@ -266,7 +267,7 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threa
         add(MemoryCategory::parameters, p * 4);
     }
     add(MemoryCategory::gradients, p * 4);
-    if (optimizer_slots > 0) add(MemoryCategory::optimizer_state, p * 4 * optimizer_slots);
+    if (optimizer_slots > 0) add(MemoryCategory::optimizer_state, plan.optimizer_shard.size() * 4 * optimizer_slots);
     add(MemoryCategory::workspace, plan.packed_floats * 4);
     plan.first_step_buffer = plan.buffers.size();
     if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets

@@ -11,6 +11,7 @@
 #include "model/param_layout.hpp"
 #include "nn/linear.hpp"
 #include "nn/packed_weights.hpp"
+#include "parallel/shard_range.hpp"
 #include "trainbench/memory.hpp"
 #include "trainbench/run_config.hpp"
 
@@ -36,6 +37,9 @@ struct GraphPlan {
     int64_t micro_batch = 0;  // samples the buffers hold (training and evaluation)
     int threads = 1;
     int optimizer_slots = 0;
+    // The slice of the parameters whose optimizer state this process holds: all of them, or its
+    // ZeRO shard.
+    ShardRange optimizer_shard;
     bool checkpointing = false;
     // fp32, or the 16-bit format (bf16, fp16) of mixed precision: the activations and a working
     // copy of the weights are stored in it, every kernel computes in fp32 on widened copies, and
@@ -92,6 +96,7 @@ struct GraphPlan {
 };
 
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
-                          bool checkpointing, Precision precision = Precision::fp32);
+                          bool checkpointing, Precision precision = Precision::fp32,
+                          int shard_rank = 0, int shard_count = 1);  // ZeRO: the optimizer state's slice
 
 }  // namespace trainbench

@@ -6,6 +6,7 @@
 
 #include "model/build_model.hpp"
 #include "trainbench/error.hpp"
+#include "trainbench/processes.hpp"
 #include "trainbench/trainer.hpp"
 
 namespace trainbench {
@@ -24,6 +25,12 @@ EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency() /
                                                                      std::max<int64_t>(1, config.processes)));
     spec.memory_limit_bytes = config.memory_limit_bytes;
+    // Each process plans its own slice; outside the MPI job (the app's plan, a single process)
+    // that is process 0's, the largest.
+    spec.zero_stage = static_cast<int>(config.zero);
+    spec.shard_count = static_cast<int>(config.processes);
+    const ProcessWorld world = process_world();
+    spec.shard_rank = world.size == config.processes ? world.rank : 0;
     if (is_cuda_device(config.device)) {
         spec.device_index = cuda_device_index(config.device);
         if (config.preload_device) spec.preload = &data;

@@ -398,6 +398,9 @@ void validate(const RunConfig& c) {
                         "processes");
     }
 
+    if (c.zero > 0 && c.device != "cpu")
+        reject("zero", "ZeRO shards the CPU engine's optimizer state only for now; use --device cpu or --zero 0");
+
     // torch.optim.SGD's rule: Nesterov momentum needs momentum and no dampening.
     const OptimizerConfig& o = c.optimizer;
     if (o.kind == OptimizerKind::sgd && o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))

@@ -93,6 +93,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.global_batch = config.batch_size;
     plan.step_size = config.step_size;
     plan.processes = config.processes;
+    plan.zero = config.zero;
     plan.micro_batch = micro_batch_for(config.batch_size, config.step_size, config.processes);
     plan.train_samples = data.train.count;
     if (data.task == Task::language_model) plan.tokens_per_sample = data.features;
@@ -104,6 +105,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.parameter_count = spec.model.parameter_count();
     plan.flops_per_sample = spec.model.training_flops_per_sample;
     plan.planned_bytes = plan_engine_memory(config, spec);
+    if (!is_cuda_device(config.device)) plan.threads = spec.threads;
     if (data.train.count == 0) throw Error("data set '" + data.name + "' has no training rows");
     return plan;
 }

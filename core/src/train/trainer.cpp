@@ -142,7 +142,14 @@ private:
 
     // A stop reaches every process at the same micro-batch (the flag is set by a signal, which
     // may reach the processes at different moments), so none waits in a collective alone.
-    bool stop_requested() const { return group_.any(stop_ && stop_->load(std::memory_order_relaxed)); }
+    bool stop_requested() {
+        const bool here = stop_ && stop_->load(std::memory_order_relaxed);
+        if (group_.size() == 1) return here;
+        const auto start = std::chrono::steady_clock::now();
+        const bool anywhere = group_.any(here);
+        loop_comm_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        return anywhere;
+    }
 
     void note(const std::string& text) {
         if (observer_.on_note) observer_.on_note(text);
@@ -180,6 +187,7 @@ private:
         while (true) {
             if (stop_requested()) return finish(StopReason::stopped, "stopped by the user");
             engine_->begin_update_timing();
+            loop_comm_ms_ = 0.0;
             engine_->zero_grad();
             const double scale = fp16 ? scaler_.scale() : 1.0;
             double loss_sum = 0.0;
@@ -203,7 +211,9 @@ private:
                 // Every process's gradients and losses are sums over its share of the batch,
                 // each normalised by the whole batch: their sum is the one-process update.
                 engine_->sum_gradients(group_);
+                const auto start = std::chrono::steady_clock::now();
                 group_.sum(&loss_sum, 1);
+                loop_comm_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
             }
 
             const int64_t samples = micro.global_count;
@@ -258,6 +268,7 @@ private:
             m.learning_rate = lr;
             m.grad_norm = grad_norm;
             m.update_ms = update_ms;
+            m.comm_ms = loop_comm_ms_ + engine_->collective_ms();
             m.samples_per_second = update_ms > 0.0 ? samples / (update_ms / 1000.0) : 0.0;
             m.batch_samples = samples;
             if (data_->task == Task::language_model)
@@ -279,10 +290,16 @@ private:
             } else if (config_.eval_every > 0 && update % config_.eval_every == 0) {
                 evaluation(micro.epoch, false);
             }
-            if (config_.checkpoint_every > 0 && update % config_.checkpoint_every == 0 && group_.rank() == 0) {
-                state_.wall_seconds = m.wall_seconds;
-                write_checkpoint(config_.checkpoint_dir, *engine_, state_, config_json_);
-                note("checkpoint written at update " + std::to_string(update) + " to " + checkpoint_path(config_.checkpoint_dir));
+            if (config_.checkpoint_every > 0 && update % config_.checkpoint_every == 0) {
+                // Process 0 writes; with ZeRO the others hand it their optimizer-state slices.
+                if (group_.rank() == 0) {
+                    state_.wall_seconds = m.wall_seconds;
+                    write_checkpoint(config_.checkpoint_dir, *engine_, state_, config_json_);
+                    note("checkpoint written at update " + std::to_string(update) + " to " +
+                         checkpoint_path(config_.checkpoint_dir));
+                } else if (config_.zero > 0) {
+                    engine_->optimizer_state();
+                }
             }
             if (config_.empty_cache_steps > 0 && update % config_.empty_cache_steps == 0) engine_->release_cache();
             if (config_.max_steps > 0 && update >= config_.max_steps) {
@@ -384,6 +401,7 @@ private:
     std::optional<TextSampler> sampler_;
     std::chrono::steady_clock::time_point start_time_;
     double resume_offset_ = 0.0;
+    double loop_comm_ms_ = 0.0;  // this update's collectives in the loop (stop agreement, loss sum)
 };
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include "optim/optimizer_step.hpp"
 #include "parallel/parallel_range.hpp"
 #include "parallel/process_group.hpp"
+#include "parallel/shard_range.hpp"
 #include "parallel/worker_team.hpp"
 #include "plan/graph_plan.hpp"
 #include "precision/half_float.hpp"
@@ -45,14 +46,35 @@ namespace trainbench {
 namespace {
 
 GraphPlan plan_for(const EngineSpec& spec) {
+    const bool sharded = spec.zero_stage > 0;
     return make_graph_plan(spec.model, std::max(spec.max_micro_batch, spec.max_eval_batch),
                            WorkerTeam::resolved_size(spec.threads), optimizer_state_slots(spec.optimizer),
-                           spec.gradient_checkpointing, spec.precision);
+                           spec.gradient_checkpointing, spec.precision, sharded ? spec.shard_rank : 0,
+                           sharded ? spec.shard_count : 1);
 }
+
+// Adds the wall time of its scope to a running total: a collective's share of the update.
+class CollectiveTimer {
+public:
+    explicit CollectiveTimer(double& total_ms) : total_ms_(total_ms), start_(std::chrono::steady_clock::now()) {}
+    ~CollectiveTimer() {
+        total_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    }
+    CollectiveTimer(const CollectiveTimer&) = delete;
+    CollectiveTimer& operator=(const CollectiveTimer&) = delete;
+
+private:
+    double& total_ms_;
+    std::chrono::steady_clock::time_point start_;
+};
 
 class GraphEngine final : public ComputeEngine {
 public:
     explicit GraphEngine(const EngineSpec& spec) : spec_(spec), plan_(plan_for(spec)), arena_(spec.memory_limit_bytes) {
+        if (sharded() && (process_group().size() != spec.shard_count || process_group().rank() != spec.shard_rank))
+            throw Error("internal: a ZeRO shard planned for process " + std::to_string(spec.shard_rank) + " of " +
+                        std::to_string(spec.shard_count) + " in process " + std::to_string(process_group().rank()) +
+                        " of " + std::to_string(process_group().size()));
         WorkerTeam::shared().resize(plan_.threads);
         // The persistent buffers, in the planner's order.
         size_t next = 0;
@@ -66,7 +88,7 @@ public:
         grads_ = static_cast<float*>(take());
         if (plan_.optimizer_slots > 0) {
             state_ = static_cast<float*>(take());
-            optimizer_init_state(spec.optimizer, state_, p);
+            optimizer_init_state(spec.optimizer, state_, plan_.optimizer_shard.size());
         }
         packed_ = static_cast<float*>(take());
         std::fill(grads_, grads_ + p, 0.0f);
@@ -100,18 +122,33 @@ public:
 
     void sum_gradients(ProcessGroup& group) override {
         materialise_zero_grad();
-        group.sum(grads_, plan_.params.count);
+        const CollectiveTimer timer(collective_ms_);
+        if (spec_.zero_stage >= 2) group.reduce_scatter(grads_, plan_.params.count);
+        else group.sum(grads_, plan_.params.count);
     }
 
     double grad_norm_squared() override {
         materialise_zero_grad();
-        return gradient_norm_squared(grads_, plan_.params.count);
+        if (spec_.zero_stage < 2) return gradient_norm_squared(grads_, plan_.params.count);
+        // ZeRO-2: each process holds its slice of the reduced gradients; the norm is their sum.
+        const ShardRange shard = plan_.optimizer_shard;
+        double norm_squared = gradient_norm_squared(grads_ + shard.begin, shard.size());
+        const CollectiveTimer timer(collective_ms_);
+        process_group().sum(&norm_squared, 1);
+        return norm_squared;
     }
 
+    // ZeRO: this process updates its slice of the parameters with its slice of the state, then
+    // every process gathers the others' updated slices.
     void optimizer_step(double lr, double grad_multiplier, int64_t step) override {
         materialise_zero_grad();
-        optimizer_step_cpu(spec_.optimizer, params_, grads_, state_, plan_.params.count, lr, grad_multiplier, step,
-                           plan_.params.decay_end);
+        const ShardRange shard = plan_.optimizer_shard;
+        optimizer_step_cpu(spec_.optimizer, params_ + shard.begin, grads_ + shard.begin, state_, shard.size(), lr,
+                           grad_multiplier, step, std::clamp(plan_.params.decay_end - shard.begin, int64_t{0}, shard.size()));
+        if (sharded()) {
+            const CollectiveTimer timer(collective_ms_);
+            process_group().all_gather(params_, plan_.params.count);
+        }
         round_working_weights();
         packed_stale_ = true;
     }
@@ -146,24 +183,38 @@ public:
     }
 
     std::vector<NamedTensor> optimizer_state() const override {
-        return optimizer_state_tensors(spec_.optimizer, state_, plan_.params.count);
+        if (!sharded()) return optimizer_state_tensors(spec_.optimizer, state_, plan_.params.count);
+        // Each slot's slices gathered into a whole tensor, as one process would hold it.
+        const ShardRange shard = plan_.optimizer_shard;
+        const int64_t n = plan_.params.count;
+        std::vector<float> whole(static_cast<size_t>(n * plan_.optimizer_slots));
+        for (int s = 0; s < plan_.optimizer_slots; ++s) {
+            float* slot = whole.data() + s * n;
+            std::copy(state_ + s * shard.size(), state_ + (s + 1) * shard.size(), slot + shard.begin);
+            process_group().all_gather(slot, n);
+        }
+        return optimizer_state_tensors(spec_.optimizer, whole.data(), n);
     }
 
     void set_optimizer_state(const std::vector<NamedTensor>& tensors) override {
-        load_optimizer_state_tensors(spec_.optimizer, tensors, state_, plan_.params.count);
+        load_optimizer_state_tensors(spec_.optimizer, tensors, state_, plan_.params.count, plan_.optimizer_shard);
     }
 
     MemoryReport memory() const override { return arena_.report(); }
     void release_cache() override { arena_.release_cache(); }
     void begin_update_timing() override {
         arena_.begin_update();
+        collective_ms_ = 0.0;
         update_start_ = std::chrono::steady_clock::now();
     }
+    double collective_ms() const override { return collective_ms_; }
     double end_update_timing_ms() override {
         return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - update_start_).count();
     }
 
 private:
+    bool sharded() const { return spec_.zero_stage > 0 && spec_.shard_count > 1; }
+
     void materialise_zero_grad() {
         if (!grads_stale_) return;
         std::fill(grads_, grads_ + plan_.params.count, 0.0f);
@@ -475,6 +526,7 @@ private:
     int32_t* tokens_ = nullptr;
     const int32_t* labels_ = nullptr;
     std::chrono::steady_clock::time_point update_start_;
+    double collective_ms_ = 0.0;
 };
 
 }  // namespace
