@@ -8,9 +8,11 @@
 #include "cli_exit.hpp"
 #include "commands.hpp"
 #include "interrupt.hpp"
+#include "process_runs.hpp"
 #include "run_flags.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
+#include "trainbench/processes.hpp"
 #include "trainbench/technique_comparison.hpp"
 
 namespace trainbench::cli {
@@ -32,7 +34,8 @@ struct CompareArguments {
         command.footer(
             "Runs a baseline and one run per technique (batch size x2, gradient accumulation "
             "step_size x4, gradient checkpointing, bf16 mixed precision, empty cache, sgd vs "
-            "adam, prefetch 2), each for --max-steps updates (default " +
+            "adam, prefetch 2; with MPI also 2 data-parallel processes, ZeRO-1 and ZeRO-2, run as "
+            "child trainbench-cli train processes), each for --max-steps updates (default " +
             std::to_string(default_comparison_steps()) +
             "), and prints measured update time, throughput, peak memory and final loss.");
     }
@@ -65,6 +68,11 @@ int run_compare(const CompareArguments& arguments) {
     ComparisonOptions options;
     options.max_steps = base.max_steps;
     options.empty_cache_steps = arguments.empty_cache_steps;
+    // The data-parallel rows, where this build can start several processes.
+    if (mpi_built_in() && !mpi_launcher().empty()) {
+        for (Technique technique : multi_process_techniques()) options.techniques.push_back(technique);
+        options.run_processes = run_in_processes;
+    }
     ComparisonObserver observer;
     if (!arguments.quiet) {
         // A variant that cannot apply (no run) only reaches on_run_end.

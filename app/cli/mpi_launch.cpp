@@ -19,6 +19,12 @@ std::vector<std::string> command_line;
 
 void remember_command_line(int argc, char** argv) { command_line.assign(argv, argv + argc); }
 
+std::string this_program_path() {
+    std::string self(4096, '\0');
+    const ssize_t length = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
+    return length > 0 ? self.substr(0, static_cast<size_t>(length)) : command_line.at(0);
+}
+
 void relaunch_under_mpirun(int64_t processes) {
     const std::string launcher = mpi_launcher();
     if (launcher.empty())
@@ -30,10 +36,7 @@ void relaunch_under_mpirun(int64_t processes) {
         throw Error("--processes " + std::to_string(processes) + " starts " + launcher + ", which is missing (" +
                         std::strerror(errno) + "): install openmpi-bin, or use --processes 1",
                     "processes");
-    // This program by its real path, so mpirun finds it whatever PATH and cwd it was started with.
-    std::string self(4096, '\0');
-    const ssize_t length = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
-    self = length > 0 ? self.substr(0, static_cast<size_t>(length)) : command_line.at(0);
+    const std::string self = this_program_path();
 
     std::vector<std::string> arguments = {launcher, "-np", std::to_string(processes),
                                           // The engine's own threads are placed by the OS; pinning

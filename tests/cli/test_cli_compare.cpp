@@ -1,7 +1,10 @@
 // `trainbench-cli compare` runs the baseline and every technique and writes the table.
 #include <QTemporaryDir>
 
+#include <cmath>
+
 #include "cli/cli_process.hpp"
+#include "trainbench/processes.hpp"
 
 class CliCompareTest : public QObject {
     Q_OBJECT
@@ -17,10 +20,13 @@ private slots:
 
         auto table = read_metrics_csv(csv);
         QVERIFY(table.has_value());
-        const QStringList techniques = {"baseline",           "batch size",
-                                        "gradient accumulation", "gradient checkpointing",
-                                        "mixed precision",    "empty cache every N steps",
-                                        "optimizer choice",   "data preloading"};
+        QStringList techniques = {"baseline",           "batch size",
+                                  "gradient accumulation", "gradient checkpointing",
+                                  "mixed precision",    "empty cache every N steps",
+                                  "optimizer choice",   "data preloading"};
+        // With MPI, the rows of 2 processes (child trainbench-cli runs under mpirun).
+        const bool processes = trainbench::mpi_built_in();
+        if (processes) techniques << "data parallelism" << "DeepSpeed ZeRO-1" << "DeepSpeed ZeRO-2";
         QCOMPARE(table->rows.size(), techniques.size());
         for (int i = 0; i < techniques.size(); ++i) {
             QCOMPARE(table->cell(i, "technique"), techniques[i]);
@@ -35,6 +41,18 @@ private slots:
         QCOMPARE(table->cell(1, "batch_size"), QString("64"));
         QCOMPARE(table->cell(2, "step_size"), QString("8"));
         QCOMPARE(table->cell(4, "precision"), QString("bf16"));
+        if (processes) {
+            // The same update on 2 processes: the same losses; ZeRO halves Adam's state per process.
+            const double baseline_loss = table->cell(0, "final_loss").toDouble();
+            for (int i = 8; i <= 10; ++i)
+                QVERIFY2(std::fabs(table->cell(i, "final_loss").toDouble() - baseline_loss) <= 1e-5 * baseline_loss,
+                         qPrintable(table->cell(i, "final_loss")));
+            const qint64 whole_state = table->cell(8, "peak_memory_bytes").toLongLong();
+            QVERIFY(table->cell(9, "peak_memory_bytes").toLongLong() < whole_state);
+            QVERIFY(table->cell(10, "peak_memory_bytes").toLongLong() < whole_state);
+        } else {
+            qInfo("built without MPI: the rows of several processes are not measured");
+        }
 
         QFile md(markdown);
         QVERIFY(md.open(QIODevice::ReadOnly));

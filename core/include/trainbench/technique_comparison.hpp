@@ -8,6 +8,7 @@
 
 #include "trainbench/dataset.hpp"
 #include "trainbench/run_config.hpp"
+#include "trainbench/trainer.hpp"
 
 namespace trainbench {
 
@@ -22,10 +23,16 @@ enum class Technique {
     empty_cache,             // release the allocator cache every N updates
     optimizer_choice,        // sgd against adam (adam when the baseline is not adam)
     data_preloading,         // prefetch 2 micro-batches on a loader thread (or off)
+    // Several processes (they need ComparisonOptions::run_processes):
+    data_parallel,           // 2 processes sharing each global batch, the cores divided among them
+    zero_1,                  // 2 processes, ZeRO-1 (optimizer state sharded)
+    zero_2,                  // 2 processes, ZeRO-2 (+ gradients reduce-scattered)
 };
 std::string to_string(Technique);
-// Every technique in table order, the baseline first.
+// Every single-process technique in table order, the baseline first.
 std::vector<Technique> all_techniques();
+// The rows that run in several processes (MPI), in table order.
+std::vector<Technique> multi_process_techniques();
 
 struct ComparisonOptions {
     // Updates each run makes; 0 = default_comparison_steps(). Every run makes the same number
@@ -38,6 +45,11 @@ struct ComparisonOptions {
     // first-touch costs alone.
     bool warm_start = true;
     std::vector<Technique> techniques = all_techniques();
+    // Runs a configuration of several processes elsewhere (trainbench-cli starts
+    // `trainbench-cli train` under mpirun) and reports process 0's plan and updates to the
+    // observer as train() would. Rows of several processes fail with a clear error without it.
+    std::function<RunResult(const RunConfig&, const Dataset&, const Observer&, const std::atomic<bool>* stop)>
+        run_processes;
 };
 
 // The guides' claim, as in issue 4's table: "yes", "no", "maybe", "no (~10% slower)".

@@ -21,6 +21,9 @@ std::string to_string(Technique technique) {
         case Technique::empty_cache: return "empty cache every N steps";
         case Technique::optimizer_choice: return "optimizer choice";
         case Technique::data_preloading: return "data preloading";
+        case Technique::data_parallel: return "data parallelism";
+        case Technique::zero_1: return "DeepSpeed ZeRO-1";
+        case Technique::zero_2: return "DeepSpeed ZeRO-2";
     }
     return "unknown";
 }
@@ -30,6 +33,10 @@ std::vector<Technique> all_techniques() {
             Technique::gradient_accumulation, Technique::gradient_checkpointing,
             Technique::mixed_precision,    Technique::empty_cache,
             Technique::optimizer_choice,   Technique::data_preloading};
+}
+
+std::vector<Technique> multi_process_techniques() {
+    return {Technique::data_parallel, Technique::zero_1, Technique::zero_2};
 }
 
 TechniqueClaim claimed_effect(Technique technique) {
@@ -42,6 +49,10 @@ TechniqueClaim claimed_effect(Technique technique) {
         case Technique::empty_cache: return {"no (~10% slower)", "yes"};
         case Technique::optimizer_choice: return {"yes", "yes"};
         case Technique::data_preloading: return {"yes", "no"};
+        // Not in the guide's table: more workers on the same global batch.
+        case Technique::data_parallel: return {"yes", "no"};
+        case Technique::zero_1:
+        case Technique::zero_2: return {"no", "yes"};
     }
     return {};
 }
@@ -123,7 +134,8 @@ double mean_of_last(const std::vector<double>& values, size_t count) {
 }
 
 RunResult run_measured(const RunConfig& config, const std::atomic<bool>* stop,
-                       const std::shared_ptr<const Dataset>& data, RunMeasurements& out) {
+                       const std::shared_ptr<const Dataset>& data, RunMeasurements& out,
+                       const ComparisonOptions& options) {
     out = {};
     out.update_ms.reserve(static_cast<size_t>(std::max<int64_t>(config.max_steps, 1)));
     out.losses.reserve(out.update_ms.capacity());
@@ -141,7 +153,11 @@ RunResult run_measured(const RunConfig& config, const std::atomic<bool>* stop,
             std::max(out.peak_activations, m.memory.peak_bytes(MemoryCategory::activations));
         out.peak_rss = std::max(out.peak_rss, m.rss_bytes);
     };
-    return train(config, observer, stop, data);
+    if (config.processes == 1) return train(config, observer, stop, data);
+    if (!options.run_processes)
+        throw Error("runs " + std::to_string(config.processes) +
+                    " processes, which only trainbench-cli compare starts (with mpirun)");
+    return options.run_processes(config, *data, observer, stop);
 }
 
 std::string csv_field(const std::string& text) {
@@ -220,6 +236,22 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
             variant.prefetch = base.prefetch == 0 ? 2 : 0;
             description = arrow("prefetch", std::to_string(base.prefetch), std::to_string(variant.prefetch));
             break;
+        case Technique::data_parallel:
+        case Technique::zero_1:
+        case Technique::zero_2: {
+            if (base.processes != 1)
+                throw Error(to_string(technique) + ": the baseline already runs " + std::to_string(base.processes) +
+                            " processes; compare from --processes 1");
+            variant.processes = 2;
+            variant.zero = technique == Technique::zero_1 ? 1 : technique == Technique::zero_2 ? 2 : 0;
+            // The baseline's threads shared among the processes (0 already divides the cores).
+            if (base.threads > 1) variant.threads = base.threads / 2;
+            description = arrow("processes", "1", "2") +
+                          (variant.zero > 0 ? " + zero 0 -> " + std::to_string(variant.zero) : std::string()) +
+                          " (same global batch; memory per process)";
+            validate(variant);
+            break;
+        }
     }
     if (change) *change = description;
     return variant;
@@ -247,7 +279,7 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
     if (options.warm_start) {
         RunConfig warm = base;
         warm.max_steps = std::min<int64_t>(steps, 3);
-        run_measured(warm, stop, data, measured);
+        run_measured(warm, stop, data, measured, options);
     }
 
     std::vector<ComparisonRow> rows;
@@ -266,7 +298,7 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
         }
         if (observer.on_run_start) observer.on_run_start(index, total, row);
         try {
-            RunResult result = run_measured(row.config, stop, data, measured);
+            RunResult result = run_measured(row.config, stop, data, measured, options);
             row.ok = result.reason == StopReason::completed || result.reason == StopReason::max_steps;
             if (result.reason == StopReason::stopped) row.error = "stopped before it finished";
             else if (!row.ok) row.error = result.message.empty() ? to_string(result.reason) : result.message;

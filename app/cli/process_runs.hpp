@@ -1,0 +1,21 @@
+#pragma once
+// A run of several processes inside `trainbench-cli compare`: the comparison trains its other
+// rows in this process, but a data-parallel row needs an MPI job, so it runs as a child
+// `trainbench-cli train --config FILE --metrics-out FILE.csv` (which starts itself under mpirun)
+// and its metrics are read back from that CSV.
+#include <atomic>
+
+#include "trainbench/dataset.hpp"
+#include "trainbench/run_config.hpp"
+#include "trainbench/trainer.hpp"
+
+namespace trainbench::cli {
+
+// Runs `config` (processes > 1) as a child and reports to `observer` as train() would: the
+// plan first, then process 0's updates. A stop request is passed on as SIGINT (mpirun hands it
+// to every process, which stop at the next micro-batch). Throws Error when the child cannot
+// start; a child that fails gives a failed result with its last error line.
+RunResult run_in_processes(const RunConfig& config, const Dataset& data, const Observer& observer,
+                           const std::atomic<bool>* stop);
+
+}  // namespace trainbench::cli
