@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 
 #include "cli/cli_process.hpp"
+#include "trainbench/processes.hpp"
 
 class CliGptTest : public QObject {
     Q_OBJECT
@@ -94,7 +95,8 @@ private slots:
         QVERIFY2(run.exit_code == 0, qPrintable(run.err));
         const auto table = read_metrics_csv(csv);
         QVERIFY(table.has_value());
-        QCOMPARE(table->rows.size(), qsizetype{8});
+        // With MPI, three more rows run 2 processes (data parallelism, ZeRO-1, ZeRO-2).
+        QCOMPARE(table->rows.size(), qsizetype{trainbench::mpi_built_in() ? 11 : 8});
         for (int i = 0; i < table->rows.size(); ++i) {
             QVERIFY2(table->cell(i, "ok") == "1", qPrintable(table->cell(i, "error")));
             QVERIFY(table->cell(i, "tokens_per_second").toDouble() > 0.0);

@@ -18,10 +18,13 @@
 #include <csignal>
 
 #include "cli/cli_process.hpp"
+#include "core/weights_difference.hpp"
 #include "trainbench/processes.hpp"
-#include "trainbench/weights.hpp"
 
 namespace {
+
+using testing::bit_identical;
+using testing::difference_in_tolerances;
 
 // 162 samples, 10% held out: 146 training samples in batches of 48 = 3 full batches and a last
 // one of 2 per epoch, so 20 updates cross four epoch ends and five such batches, where with 3
@@ -41,36 +44,6 @@ QStringList gpt_flags(const QString& optimizer, int step_size) {
             "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "8", "--batch-size", "12",
             "--step-size", QString::number(step_size), "--epochs", "100", "--max-steps", "20", "--optimizer",
             optimizer, "--lr", "0.003", "--seed", "5", "--threads", "1"};
-}
-
-// How far two runs' weights are apart, in units of the allowed rounding: the largest
-// |a - b| / (1e-6 + 1e-6 * max|a|) over each tensor (torch.allclose's rule with rtol = atol = 1e-6,
-// rtol against the tensor's scale). The absolute part is for tensors that stay near zero: the
-// GPT's attention key bias has a true gradient of exactly zero (a constant added to every score
-// of a query does not change its softmax), so AdamW turns float noise into steps, as it does
-// when only step_size changes in one process (3.5e-7 apart here either way).
-double difference_in_tolerances(const trainbench::ModelWeights& a, const trainbench::ModelWeights& b) {
-    double worst = 0.0;
-    for (const auto& tensor : a.tensors) {
-        const trainbench::NamedTensor* other = b.find(tensor.name);
-        if (!other || other->data.size() != tensor.data.size()) return INFINITY;
-        double scale = 0.0, difference = 0.0;
-        for (size_t i = 0; i < tensor.data.size(); ++i) {
-            scale = std::max(scale, static_cast<double>(std::fabs(tensor.data[i])));
-            difference = std::max(difference, static_cast<double>(std::fabs(tensor.data[i] - other->data[i])));
-        }
-        worst = std::max(worst, difference / (1e-6 + 1e-6 * scale));
-    }
-    return worst;
-}
-
-bool bit_identical(const trainbench::ModelWeights& a, const trainbench::ModelWeights& b) {
-    if (a.tensors.size() != b.tensors.size()) return false;
-    for (const auto& tensor : a.tensors) {
-        const trainbench::NamedTensor* other = b.find(tensor.name);
-        if (!other || other->data != tensor.data) return false;
-    }
-    return true;
 }
 
 }  // namespace

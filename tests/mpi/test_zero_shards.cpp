@@ -22,6 +22,7 @@
 
 #include "backend/compute_engine.hpp"
 #include "core/allocation_counter.hpp"
+#include "core/weights_difference.hpp"
 #include "memory/tracking_arena.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/process_group.hpp"
@@ -32,6 +33,8 @@
 #include "trainbench/trainer.hpp"
 
 using namespace trainbench;
+using testing::bit_identical;
+using testing::difference_in_tolerances;
 
 namespace {
 std::atomic<long> allocations_inside_mpi{0};
@@ -114,32 +117,6 @@ RunConfig gpt_config() {
 RunConfig with_zero(RunConfig c, int stage) {
     c.zero = stage;
     return c;
-}
-
-// The largest |a - b| over each tensor in units of 1e-6 + 1e-6 * max|a| (as tests/cli/
-// test_cli_processes.cpp measures rounding).
-double difference_in_tolerances(const ModelWeights& a, const ModelWeights& b) {
-    double worst = 0.0;
-    for (const auto& tensor : a.tensors) {
-        const NamedTensor* other = b.find(tensor.name);
-        if (!other || other->data.size() != tensor.data.size()) return INFINITY;
-        double scale = 0.0, difference = 0.0;
-        for (size_t i = 0; i < tensor.data.size(); ++i) {
-            scale = std::max(scale, static_cast<double>(std::fabs(tensor.data[i])));
-            difference = std::max(difference, static_cast<double>(std::fabs(tensor.data[i] - other->data[i])));
-        }
-        worst = std::max(worst, difference / (1e-6 + 1e-6 * scale));
-    }
-    return worst;
-}
-
-bool bit_identical(const ModelWeights& a, const ModelWeights& b) {
-    if (a.tensors.size() != b.tensors.size()) return false;
-    for (const auto& tensor : a.tensors) {
-        const NamedTensor* other = b.find(tensor.name);
-        if (!other || other->data != tensor.data) return false;
-    }
-    return true;
 }
 
 // A run's planned bytes and what its engine held at the peak of the last update (every process
