@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <vector>
 
 #include "cli/cli_process.hpp"
 #include "core/weights_difference.hpp"
@@ -63,6 +64,43 @@ class CliProcessesTest : public QObject {
     QString path(const QString& name) const { return folder_.filePath(name); }
     trainbench::ModelWeights weights(const QString& name) const {
         return trainbench::load_weights(path(name + ".safetensors").toStdString());
+    }
+    // Empty when run `name` made the same update as run `reference`: bit for bit, or within
+    // rounding (difference_in_tolerances); otherwise how far apart they are.
+    QString differs_from(const QString& reference, const QString& name, bool bit_for_bit) const {
+        if (bit_for_bit)
+            return bit_identical(weights(reference), weights(name)) ? QString() : name + " differs from " + reference;
+        const double difference = difference_in_tolerances(weights(reference), weights(name));
+        return difference <= 1.0 ? QString()
+                                 : QString("%1 differs from %2 by %3 of the tolerance").arg(name, reference).arg(difference);
+    }
+
+    struct Resume {
+        int processes;
+        QStringList flags;
+    };
+    // A checkpoint of 2 processes (trained with `written_with`), written at update 10 of 20,
+    // resumed as each of `resumes`: on 2 processes with the same flags bit for bit as the
+    // uninterrupted run, otherwise within rounding.
+    void expect_checkpoint_resumes(const QString& prefix, const QStringList& flags, const QStringList& written_with,
+                                   const std::vector<Resume>& resumes) {
+        const QString checkpoints = path(prefix + "-checkpoints");
+        const CliRun whole = train(flags, 2, prefix + "-whole", written_with);
+        QVERIFY2(whole.exit_code == 0, CLI_DIAGNOSTICS(whole));
+        QStringList first_half = flags;
+        first_half.replace(first_half.indexOf("--max-steps") + 1, "10");
+        const CliRun half = train(first_half, 2, prefix + "-half",
+                                  written_with + QStringList{"--checkpoint-every", "10", "--checkpoint-dir", checkpoints});
+        QVERIFY2(half.exit_code == 0, CLI_DIAGNOSTICS(half));
+        for (const Resume& resume : resumes) {
+            const QString name = QString("%1-resumed-on-%2").arg(prefix).arg(resume.processes);
+            const CliRun resumed = train(flags, resume.processes, name, resume.flags + QStringList{"--resume", checkpoints});
+            QVERIFY2(resumed.exit_code == 0, CLI_DIAGNOSTICS(resumed));
+            QVERIFY2(resumed.out.contains("resumed from the checkpoint of update 10"), qPrintable(resumed.out));
+            const bool same_run = resume.processes == 2 && resume.flags == written_with;
+            const QString difference = differs_from(prefix + "-whole", name, same_run);
+            QVERIFY2(difference.isEmpty(), qPrintable(difference));
+        }
     }
 
 private slots:
@@ -120,26 +158,7 @@ private slots:
     // A checkpoint written by 2 processes resumes on 1, 2 and 3: on 2 bit for bit as the
     // uninterrupted 2-process run, on the others within rounding.
     void checkpointResumesOnAnotherProcessCount() {
-        const QStringList flags = mlp_flags("adamw", 2);
-        const QString checkpoints = path("resume-checkpoints");
-        const CliRun whole = train(flags, 2, "resume-whole");
-        QVERIFY2(whole.exit_code == 0, CLI_DIAGNOSTICS(whole));
-        QStringList first_half = flags;
-        first_half.replace(first_half.indexOf("--max-steps") + 1, "10");
-        const CliRun half = train(first_half, 2, "resume-half", {"--checkpoint-every", "10", "--checkpoint-dir", checkpoints});
-        QVERIFY2(half.exit_code == 0, CLI_DIAGNOSTICS(half));
-        for (int processes : {2, 1, 3}) {
-            const QString name = "resumed-on-" + QString::number(processes);
-            const CliRun resumed = train(flags, processes, name, {"--resume", checkpoints});
-            QVERIFY2(resumed.exit_code == 0, CLI_DIAGNOSTICS(resumed));
-            QVERIFY2(resumed.out.contains("resumed from the checkpoint of update 10"), qPrintable(resumed.out));
-            if (processes == 2) {
-                QVERIFY(bit_identical(weights("resume-whole"), weights(name)));
-            } else {
-                const double difference = difference_in_tolerances(weights("resume-whole"), weights(name));
-                QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
-            }
-        }
+        expect_checkpoint_resumes("resume", mlp_flags("adamw", 2), {}, {{2, {}}, {1, {}}, {3, {}}});
     }
 
     // ZeRO through the CLI: stages 1 and 2 on 3 processes give stage 0's weights (stage 1 bit for
@@ -156,33 +175,11 @@ private slots:
             QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
             QVERIFY2(run.out.contains(QString("x processes 3 (1 thread each, ZeRO-%1)").arg(stage)), qPrintable(run.out));
             QVERIFY2(run.out.contains("memory plan per process"), qPrintable(run.out));
-            if (QString(stage) == "1") {
-                QVERIFY(bit_identical(weights("zero0"), weights(name)));
-            } else {
-                const double difference = difference_in_tolerances(weights("zero0"), weights(name));
-                QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
-            }
+            const QString difference = differs_from("zero0", name, QString(stage) == "1");
+            QVERIFY2(difference.isEmpty(), qPrintable(difference));
         }
-
-        const QString checkpoints = path("zero-checkpoints");
-        const CliRun whole = train(flags, 2, "zero-whole", {"--zero", "1"});
-        QVERIFY2(whole.exit_code == 0, CLI_DIAGNOSTICS(whole));
-        QStringList first_half = flags;
-        first_half.replace(first_half.indexOf("--max-steps") + 1, "10");
-        const CliRun half = train(first_half, 2, "zero-half",
-                                  {"--zero", "1", "--checkpoint-every", "10", "--checkpoint-dir", checkpoints});
-        QVERIFY2(half.exit_code == 0, CLI_DIAGNOSTICS(half));
-        for (const auto& [processes, stage] : {std::pair{2, "1"}, std::pair{3, "1"}, std::pair{1, "0"}}) {
-            const QString name = QString("zero-resumed-on-%1").arg(processes);
-            const CliRun resumed = train(flags, processes, name, {"--zero", stage, "--resume", checkpoints});
-            QVERIFY2(resumed.exit_code == 0, CLI_DIAGNOSTICS(resumed));
-            if (processes == 2) {
-                QVERIFY(bit_identical(weights("zero-whole"), weights(name)));
-            } else {
-                const double difference = difference_in_tolerances(weights("zero-whole"), weights(name));
-                QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
-            }
-        }
+        expect_checkpoint_resumes("zero", flags, {"--zero", "1"},
+                                  {{2, {"--zero", "1"}}, {3, {"--zero", "1"}}, {1, {"--zero", "0"}}});
     }
 
     // One process killed mid-run: mpirun ends the others and exits with a clear message within

@@ -1,8 +1,9 @@
 #pragma once
-// ZeRO's partition of the flat parameter store: process r of N owns one contiguous slice of
-// every parameter-sized array (optimizer state, and with stage 2 the reduced gradients). The
-// first count % N processes own one element more, so process 0's slice is the largest and the
-// slices tile [0, count) in rank order, as MPI_Allgatherv and MPI_Reduce_scatter lay them out.
+// How N processes split count things into contiguous slices, process r taking slice r: the
+// samples of a global batch (train/micro_batch_stream.cpp) and ZeRO's partition of the flat
+// parameter store (optimizer state, and with stage 2 the reduced gradients). The first
+// count % N processes take one more, so process 0's slice is the largest and the slices tile
+// [0, count) in rank order, as MPI_Allgatherv and MPI_Reduce_scatter lay them out.
 #include <cstdint>
 
 namespace trainbench {

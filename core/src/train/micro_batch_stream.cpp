@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "parallel/shard_range.hpp"
+
 namespace trainbench {
 
 uint64_t epoch_shuffle_seed(uint64_t seed, int64_t epoch) {
@@ -59,12 +61,11 @@ bool MicroBatchStream::produce_next(Slot& slot) {
     // This rank's share of the global batch; rank 0's is the largest, so every rank cuts its
     // share into the same number of micro-batches and meets the others in every collective
     // (a share smaller than that, in a small last batch, has empty micro-batches).
-    const int64_t ranks = settings_.ranks, rank = settings_.rank;
-    const int64_t share = batch / ranks + (rank < batch % ranks ? 1 : 0);
-    const int64_t share_start = start + rank * (batch / ranks) + std::min(rank, batch % ranks);
-    const int64_t largest_share = batch / ranks + (batch % ranks > 0 ? 1 : 0);
+    const ShardRange share = shard_of(batch, settings_.rank, settings_.ranks);
+    const int64_t share_start = start + share.begin;
+    const int64_t largest_share = shard_of(batch, 0, settings_.ranks).size();
     const int64_t parts = std::min(settings_.step_size, largest_share);
-    const int64_t base = share / parts, extra = share % parts;
+    const int64_t base = share.size() / parts, extra = share.size() % parts;
     const int64_t k = micro_in_batch_;
     const int64_t count = base + (k < extra ? 1 : 0);
     const int64_t offset = share_start + k * base + std::min(k, extra);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "parallel/shard_range.hpp"
 #include "train/engine_factory.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/trainer.hpp"
@@ -24,7 +25,7 @@ namespace {
 
 // The largest micro-batch: of the largest process's share of the batch, cut into step_size parts.
 int64_t micro_batch_for(int64_t batch, int64_t step_size, int64_t processes) {
-    const int64_t share = (batch + processes - 1) / processes;
+    const int64_t share = shard_of(batch, 0, static_cast<int>(processes)).size();  // process 0's is the largest
     return (share + step_size - 1) / step_size;
 }
 

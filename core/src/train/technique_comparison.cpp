@@ -245,7 +245,7 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
             variant.processes = 2;
             variant.zero = technique == Technique::zero_1 ? 1 : technique == Technique::zero_2 ? 2 : 0;
             // The baseline's threads shared among the processes (0 already divides the cores).
-            if (base.threads > 1) variant.threads = base.threads / 2;
+            if (base.threads > 1) variant.threads = static_cast<int>(base.threads / variant.processes);
             description = arrow("processes", "1", "2") +
                           (variant.zero > 0 ? " + zero 0 -> " + std::to_string(variant.zero) : std::string()) +
                           " (same global batch; memory per process)";

@@ -10,6 +10,7 @@
 #include "model/init_weights.hpp"
 #include "model/param_layout.hpp"
 #include "optim/lr_schedule.hpp"
+#include "parallel/collective_timer.hpp"
 #include "parallel/process_group.hpp"
 #include "precision/loss_scaler.hpp"
 #include "train/checkpoint.hpp"
@@ -145,10 +146,8 @@ private:
     bool stop_requested() {
         const bool here = stop_ && stop_->load(std::memory_order_relaxed);
         if (group_.size() == 1) return here;
-        const auto start = std::chrono::steady_clock::now();
-        const bool anywhere = group_.any(here);
-        loop_comm_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-        return anywhere;
+        const CollectiveTimer timer(loop_comm_ms_);
+        return group_.any(here);
     }
 
     void note(const std::string& text) {
@@ -211,9 +210,8 @@ private:
                 // Every process's gradients and losses are sums over its share of the batch,
                 // each normalised by the whole batch: their sum is the one-process update.
                 engine_->sum_gradients(group_);
-                const auto start = std::chrono::steady_clock::now();
+                const CollectiveTimer timer(loop_comm_ms_);
                 group_.sum(&loss_sum, 1);
-                loop_comm_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
             }
 
             const int64_t samples = micro.global_count;

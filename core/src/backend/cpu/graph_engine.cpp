@@ -34,6 +34,7 @@
 #include "optim/gradient_norm.hpp"
 #include "optim/optimizer_state_tensors.hpp"
 #include "optim/optimizer_step.hpp"
+#include "parallel/collective_timer.hpp"
 #include "parallel/parallel_range.hpp"
 #include "parallel/process_group.hpp"
 #include "parallel/shard_range.hpp"
@@ -52,21 +53,6 @@ GraphPlan plan_for(const EngineSpec& spec) {
                            spec.gradient_checkpointing, spec.precision, sharded ? spec.shard_rank : 0,
                            sharded ? spec.shard_count : 1);
 }
-
-// Adds the wall time of its scope to a running total: a collective's share of the update.
-class CollectiveTimer {
-public:
-    explicit CollectiveTimer(double& total_ms) : total_ms_(total_ms), start_(std::chrono::steady_clock::now()) {}
-    ~CollectiveTimer() {
-        total_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-    }
-    CollectiveTimer(const CollectiveTimer&) = delete;
-    CollectiveTimer& operator=(const CollectiveTimer&) = delete;
-
-private:
-    double& total_ms_;
-    std::chrono::steady_clock::time_point start_;
-};
 
 class GraphEngine final : public ComputeEngine {
 public:
