@@ -24,12 +24,10 @@ DDP's allreduce), clipping, the optimizer step and reading the loss back; the me
     OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/torch_ddp_throughput.py --model gpt --processes 2 --threads 1
 """
 import argparse
-import gzip
 import json
 import os
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -95,39 +93,9 @@ os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
 os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.threads)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from torch_bench_data import read_idx, text_training_tokens  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    magic, = struct.unpack(">I", raw[:4])
-    dims = magic & 0xFF
-    shape = struct.unpack(">" + "I" * dims, raw[4:4 + 4 * dims])
-    data = torch.frombuffer(bytearray(raw[4 + 4 * dims:]), dtype=torch.uint8)
-    return data.reshape(shape[0], -1) if dims > 1 else data
-
-
-def kjv_tokens():
-    if ARGS.dataset == "kjv":
-        cache = os.environ.get("XDG_CACHE_HOME", "")
-        if not os.path.isabs(cache):
-            cache = os.path.join(os.path.expanduser("~"), ".cache")
-        path = os.path.join(cache, "trainbench", "kjv.txt")
-    elif ARGS.dataset.startswith("text:"):
-        path = ARGS.dataset[len("text:"):]
-    else:
-        sys.exit(f"unknown --dataset {ARGS.dataset!r}: use kjv or text:PATH")
-    if not os.path.exists(path):
-        sys.exit(f"{path} is missing: run `trainbench-cli train --model gpt --dataset kjv --max-steps 1` once")
-    with open(path, "rb") as f:
-        text = f.read()
-    vocabulary = sorted(set(text))
-    id_of = torch.zeros(256, dtype=torch.long)
-    id_of[torch.tensor(vocabulary)] = torch.arange(len(vocabulary))
-    train = text[:len(text) * 9 // 10]
-    return id_of[torch.frombuffer(bytearray(train), dtype=torch.uint8).long()], len(vocabulary)
 
 
 def make_mlp():
@@ -161,7 +129,7 @@ def main():
         description = "MLP 784-1024-1024-10, Adam"
     else:
         from nanogpt_reference import GPT, GPTConfig, decay_groups  # noqa: E402
-        tokens, vocab = kjv_tokens()
+        tokens, vocab, _ = text_training_tokens(ARGS.dataset)
         T = 128
         config = GPTConfig(vocab_size=vocab, block_size=T, n_embd=128, n_head=4, n_layer=4, flash=False)
         model = GPT(config)

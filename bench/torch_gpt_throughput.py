@@ -81,6 +81,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
 from nanogpt_reference import GPT, GPTConfig, decay_groups, flops_per_token  # noqa: E402
+from torch_bench_data import text_training_tokens  # noqa: E402
 
 
 def log(*parts):
@@ -95,14 +96,6 @@ def blas_in_use():
     return next((m for m in mapped if "openblas" in os.path.basename(m)), mapped[0] if mapped else "none")
 
 
-def kjv_cache_path():
-    """Where trainbench-cli keeps the extracted King James Bible (data/kjv_corpus.hpp)."""
-    cache = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(cache):
-        cache = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "trainbench", "kjv.txt")
-
-
 def training_tokens():
     """(token ids of the training split as int64, vocabulary size, description)."""
     spec = ARGS.dataset
@@ -110,24 +103,10 @@ def training_tokens():
         generator = torch.Generator().manual_seed(ARGS.seed)
         count = ARGS.updates * ARGS.batch_size * ARGS.block_size + 1
         return torch.randint(0, ARGS.vocab_size, (count,), generator=generator), ARGS.vocab_size, "random tokens"
-    if spec == "kjv":
-        path = kjv_cache_path()
-        if not os.path.exists(path):
-            sys.exit(f"{path} is missing: run `trainbench-cli train --model gpt --dataset kjv --max-steps 1` "
-                     "once, which extracts it, or give --dataset text:PATH")
-    elif spec.startswith("text:"):
-        path = spec[len("text:"):]
-    else:
+    if spec != "kjv" and not spec.startswith("text:"):
         sys.exit(f"unknown --dataset {spec!r}: use kjv, text:PATH or random")
-    with open(path, "rb") as f:
-        text = f.read()
-    # nanoGPT's shakespeare_char vocabulary, as TrainBench's text corpus: sorted distinct bytes.
-    vocabulary = sorted(set(text))
-    id_of = torch.zeros(256, dtype=torch.long)
-    id_of[torch.tensor(vocabulary)] = torch.arange(len(vocabulary))
-    train = text[:len(text) * 9 // 10]
-    tokens = id_of[torch.frombuffer(bytearray(train), dtype=torch.uint8).long()]
-    return tokens, len(vocabulary), f"{spec} ({len(text):,} bytes)"
+    tokens, vocabulary, size = text_training_tokens(spec)
+    return tokens, vocabulary, f"{spec} ({size:,} bytes)"
 
 
 def main():

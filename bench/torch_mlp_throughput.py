@@ -11,11 +11,9 @@ step_size 4 variant accumulates 4 micro-batches of 64 with loss / 4 each.
 Run with Debian's interpreter: /usr/bin/python3 bench/torch_mlp_throughput.py --threads 2
 """
 import argparse
-import gzip
 import json
 import os
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -46,16 +44,7 @@ ARGS = parse_args()
 os.environ["OMP_NUM_THREADS"] = str(ARGS.threads)
 os.environ["OPENBLAS_NUM_THREADS"] = str(ARGS.blas_threads or ARGS.threads)
 import torch  # noqa: E402
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    magic, = struct.unpack(">I", raw[:4])
-    dims = magic & 0xFF
-    shape = struct.unpack(">" + "I" * dims, raw[4:4 + 4 * dims])
-    data = torch.frombuffer(bytearray(raw[4 + 4 * dims:]), dtype=torch.uint8)
-    return data.reshape(shape[0], -1) if dims > 1 else data
+from torch_bench_data import read_idx  # noqa: E402
 
 
 def blas_in_use():
