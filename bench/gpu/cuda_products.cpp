@@ -135,7 +135,7 @@ Result measure(StorageType type, const char* name, const std::vector<int64_t>& s
         flops += 4.0 * batch * in * out;
         if (layer == 1) continue;  // no gradient for the input
         result.input_grad_ms += median_ms(
-            gemm, linear_input_grad_product(in, out, batch, weights.ptr, upstream.ptr, output.ptr, storage),
+            gemm, linear_input_grad_product(in, out, batch, weights.ptr, upstream.ptr, output.ptr, storage, storage),
             stream);
         flops += 2.0 * batch * in * out;
     }

@@ -11,10 +11,13 @@
 #   gpt       tests/core/test_cuda_graph_engine.cpp on the GPU: GPTs (L2 H4; T 16 with the
 #             fixtures, T 13, T 70, odd widths) on the CUDA graph executor vs the CPU one (loss,
 #             every gradient, evaluation, 10 AdamW updates), MLPs on it too, checkpointing and
-#             reruns bit-identical, accumulation, plan == allocation, bf16/fp16 refused
+#             reruns bit-identical, accumulation, plan == allocation; bf16/fp16 against the CPU
+#             executor's own 16-bit runs (closer to them than 16 bits lie to fp32)
 #   gptcheck  a GPT through the CLI on text made from this repository's docs (L2 H4 C64 T64,
 #             batch 16, 30 AdamW updates, fp32): CUDA vs CPU (losses and final weights < 1e-4
-#             rel.), checkpointing vs not on CUDA (identical bits), step_size 4 vs 1 (< 1e-5)
+#             rel.), checkpointing vs not on CUDA (identical bits), step_size 4 vs 1 (< 1e-5);
+#             bf16 on CUDA against the CPU's bf16 (within 2x the CPU bf16 run's distance from
+#             fp32), and checkpointing in bf16 (identical bits)
 #   check     whole runs through the CLI: fp32 CUDA vs CPU over 50 updates (losses and final
 #             weights < 1e-4 rel.), bf16/fp16 against the CPU engine's own 16-bit and fp32
 #             runs, accumulation, preload, checkpointing, a checkpoint resumed on the GPU and
@@ -24,9 +27,10 @@
 #   products  the engine's own cuBLASLt products: 8192^3 and one MLP update's products
 #   speed     784-4096-4096-4096-10, batch 4096, fp32/bf16/fp16 (trainbench), with the memory
 #             plan, the allocator's figures and cudaMemGetInfo
-#   gptspeed  GPT L6 H6 C384 T256 (nanoGPT's shakespeare_char), batch 64, fp32, 30 updates
-#             (GPT_SPEED_UPDATES): trainbench against bench/torch_gpt_throughput.py, PyTorch
-#             eager and torch.compile (unless TORCH_COMPILE=0), on the same text and GPU
+#   gptspeed  GPT L6 H6 C384 T256 (nanoGPT's shakespeare_char), batch 64, fp32 and bf16
+#             (GPT_SPEED_PRECISIONS), 30 updates (GPT_SPEED_UPDATES): trainbench against
+#             bench/torch_gpt_throughput.py, PyTorch eager and torch.compile (unless
+#             TORCH_COMPILE=0; bf16 is autocast), on the same text and GPU
 #   techniques  trainbench-cli compare --device cuda on a model of that size
 #   torch     the same in PyTorch eager (and torch.compile unless TORCH_COMPILE=0), its memory,
 #             and the measured bf16 GEMM peak
@@ -218,6 +222,18 @@ if wants gptcheck; then
   train gpt_cuda_step1 "${gpt[@]}" --step-size 1 --device cuda
   train gpt_cuda_step4 "${gpt[@]}" --step-size 4 --device cuda
   compare "GPT accumulation on CUDA: step_size 4 vs 1 (fp32)" gpt_cuda_step1 gpt_cuda_step4 1e-5 1e-5
+  # Mixed precision: both engines round at the same points (test_cuda_graph_engine shows one
+  # micro-batch's gradients agreeing to 1e-7 where bf16 moves them 8e-3 from fp32). Over 30 AdamW
+  # updates the rare value rounded to the neighbouring bf16 code on one engine grows as any
+  # rounding difference does (Adam turns tiny gradients into full steps), so the two bf16 runs
+  # part about as far as bf16 and fp32 do: within 2x that distance, as for the MLP below.
+  train gpt_cpu_bf16 "${gpt[@]}" --step-size 2 --device cpu --threads "$jobs" --precision bf16
+  train gpt_cuda_bf16 "${gpt[@]}" --step-size 2 --device cuda --precision bf16
+  compare "GPT bf16 CUDA vs CPU bf16 (within 2x CPU bf16's own distance from fp32)" gpt_cpu_bf16 gpt_cuda_bf16 \
+    --calibration "$work/gpt_cpu" "$work/gpt_cpu_bf16" --factor 2
+  train gpt_cuda_bf16_checkpointed "${gpt[@]}" --step-size 2 --device cuda --precision bf16 --gradient-checkpointing
+  compare "GPT bf16 --gradient-checkpointing vs keeping activations on CUDA (identical bits)" \
+    gpt_cuda_bf16 gpt_cuda_bf16_checkpointed exact
 fi
 
 if wants check; then
@@ -368,30 +384,35 @@ if wants gptspeed; then
   step "gptspeed: GPT L6 H6 C384 T256 on the GPU, trainbench and PyTorch"
   rm -f "$work"/gptspeed_*  # an earlier call's figures (e.g. torch.compile's) must not show as this one's
   gpt_text
-  # nanoGPT's shakespeare_char config (dropout 0 here), one micro-batch per update, fp32 on both
-  # sides (PyTorch with TF32 off, as trainbench's fp32), the same windows in the same order.
+  # nanoGPT's shakespeare_char config (dropout 0 here), one micro-batch per update, the same
+  # precision on both sides (fp32: PyTorch with TF32 off, as trainbench's fp32; bf16: PyTorch's
+  # autocast against trainbench's mixed precision), the same windows in the same order.
   # Both gather each micro-batch inline (trainbench's default --prefetch 0, PyTorch as nanoGPT).
   gpt_updates="${GPT_SPEED_UPDATES:-30}"
   gpt_shape=(--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 64 --step-size 1)
   gpt_data="text:$work/gpt_text_x10.txt"
-  "$cli" train --model gpt --dataset "$gpt_data" "${gpt_shape[@]}" --optimizer adamw --lr 1e-3 \
-    --schedule constant --warmup-steps 0 --precision fp32 --device cuda --no-shuffle --seed 1 \
-    --max-steps "$gpt_updates" --metrics-out "$work/gptspeed_trainbench.csv" > "$work/gptspeed_trainbench.log" 2>&1 \
-    || record "FAIL gptspeed run trainbench: $(tail -1 "$work/gptspeed_trainbench.log")"
-  grep -E "^(plan|memory plan|peak memory)" "$work/gptspeed_trainbench.log"
-  torch_gpt=("$python" "$root/bench/torch_gpt_throughput.py" --device cuda --dataset "$gpt_data" "${gpt_shape[@]}"
-             --lr 1e-3 --precision fp32 --seed 1 --updates "$gpt_updates" --warmup 5)
-  variants=(eager)
-  [ "${TORCH_COMPILE:-1}" = "0" ] || variants+=(compile)
-  for variant in "${variants[@]}"; do
-    flag=()
-    [ "$variant" = compile ] && flag=(--compile)
-    # torch.compile's first compilation can take minutes: past TORCH_TIMEOUT seconds it stops.
-    timeout "${TORCH_TIMEOUT:-300}" "${torch_gpt[@]}" ${flag[@]+"${flag[@]}"} \
-      --out "$work/gptspeed_torch_$variant.json" > /dev/null 2> "$work/gptspeed_torch_$variant.log" \
-      || report "gptspeed: PyTorch $variant failed (exit $?): $(tail -1 "$work/gptspeed_torch_$variant.log")"
+  for precision in ${GPT_SPEED_PRECISIONS:-fp32 bf16}; do
+    "$cli" train --model gpt --dataset "$gpt_data" "${gpt_shape[@]}" --optimizer adamw --lr 1e-3 \
+      --schedule constant --warmup-steps 0 --precision "$precision" --device cuda --no-shuffle --seed 1 \
+      --max-steps "$gpt_updates" --metrics-out "$work/gptspeed_trainbench_$precision.csv" \
+      > "$work/gptspeed_trainbench_$precision.log" 2>&1 \
+      || record "FAIL gptspeed run trainbench $precision: $(tail -1 "$work/gptspeed_trainbench_$precision.log")"
+    grep -E "^(plan|memory plan|peak memory)" "$work/gptspeed_trainbench_$precision.log" | sed "s/^/$precision: /"
+    torch_gpt=("$python" "$root/bench/torch_gpt_throughput.py" --device cuda --dataset "$gpt_data" "${gpt_shape[@]}"
+               --lr 1e-3 --precision "$precision" --seed 1 --updates "$gpt_updates" --warmup 5)
+    variants=(eager)
+    [ "${TORCH_COMPILE:-1}" = "0" ] || variants+=(compile)
+    for variant in "${variants[@]}"; do
+      flag=()
+      [ "$variant" = compile ] && flag=(--compile)
+      # torch.compile's first compilation can take minutes: past TORCH_TIMEOUT seconds it stops.
+      timeout "${TORCH_TIMEOUT:-300}" "${torch_gpt[@]}" ${flag[@]+"${flag[@]}"} \
+        --out "$work/gptspeed_torch_${variant}_$precision.json" > /dev/null \
+        2> "$work/gptspeed_torch_${variant}_$precision.log" \
+        || report "gptspeed: PyTorch $variant $precision failed (exit $?): $(tail -1 "$work/gptspeed_torch_${variant}_$precision.log")"
+    done
+    report "$("$python" "$here/summarize.py" --out "$work" --gpt-speed-line "$precision")"
   done
-  report "$("$python" "$here/summarize.py" --out "$work" --gpt-speed-line)"
 fi
 
 if wants techniques; then

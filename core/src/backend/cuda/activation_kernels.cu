@@ -57,11 +57,11 @@ __global__ void activation_backward_kernel(Activation kind, T* __restrict__ grad
     }
 }
 
-template <typename T>
-__global__ void add_bias_kernel(T* z, const T* __restrict__ bias, int64_t rows, int64_t n) {
+template <typename Z, typename B>
+__global__ void add_bias_kernel(Z* z, const B* __restrict__ bias, int64_t rows, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x)
-        z[i] = store_from_float<T>(load_as_float(z[i]) + load_as_float(bias[i % rows]));
+        z[i] = store_from_float<Z>(load_as_float(z[i]) + load_as_float(bias[i % rows]));
 }
 
 // A 32 x 32 block owns 32 rows; its 32 thread rows stride over the columns, then add their
@@ -88,13 +88,15 @@ __global__ void bias_grad_kernel(const T* __restrict__ dz, int64_t rows, int64_t
 
 }  // namespace
 
-void add_bias(void* z, const void* bias, StorageType type, int64_t rows, int64_t cols,
-              cudaStream_t stream) {
+void add_bias(void* z, StorageType z_type, const void* bias, StorageType bias_type, int64_t rows,
+              int64_t cols, cudaStream_t stream) {
     const int64_t n = rows * cols;
     if (n == 0) return;
-    dispatch_storage(type, [&]<typename T>() {
-        add_bias_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-            static_cast<T*>(z), static_cast<const T*>(bias), rows, n);
+    dispatch_storage(z_type, [&]<typename Z>() {
+        dispatch_storage(bias_type, [&]<typename B>() {
+            add_bias_kernel<Z, B><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+                static_cast<Z*>(z), static_cast<const B*>(bias), rows, n);
+        });
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }

@@ -145,7 +145,7 @@ void CudaEngine::forward_layer(int layer, int64_t count) {
     if (!gemm_->run(call, compute_stream_)) {
         call.epilogue = GemmEpilogue::none;
         run_gemm(*gemm_, call, compute_stream_);
-        add_bias(call.d, call.bias, layout_.storage, slice.out, count, compute_stream_);
+        add_bias(call.d, layout_.storage, call.bias, layout_.storage, slice.out, count, compute_stream_);
     }
     if (!last) {
         activation_forward(kind, layer_output(layer), activation(layer), layout_.storage,
@@ -212,7 +212,7 @@ void CudaEngine::backward(int64_t count) {
         void* d_input = workspace_at(layout_.grad_offset[other]);
         run_gemm(*gemm_,
                  linear_input_grad_product(slice.in, slice.out, count, working_weight(layer), dz,
-                                           d_input, type),
+                                           d_input, type, type),
                  compute_stream_);
 
         const int previous = layer - 1;

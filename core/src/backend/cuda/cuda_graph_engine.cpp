@@ -4,8 +4,18 @@
 // attention uses cuBLAS strided-batched products, the rest are the engine's own kernels
 // (gpt_kernels.hpp, kernels.hpp), all deterministic, all on one stream.
 //
+// Mixed precision (bf16, fp16) follows the CPU executor's rounding points, so that both engines
+// compute the same function: fp32 master weights, gradients and optimizer state; activations and
+// a working copy of the weights in 16 bits (the optimizer kernel refreshes the copy). A linear
+// op's products read the 16-bit working copy and 16-bit activations on the tensor cores, with
+// fp32 accumulation into an fp32 staging where the bias (from the working copy) is added before
+// the result is rounded; its backward rounds the output gradient to 16 bits for its products and
+// keeps the input gradient in fp32. Every other op widens its 16-bit inputs into the planner's
+// fp32 stagings, runs its fp32 kernel, and rounds its results into 16-bit storage; LayerNorm's
+// statistics and all activation gradients stay fp32.
+//
 // Memory: the planner's buffers, with their categories and in its order, except the packed
-// weights block, which only the CPU's products read; plus what CUDA needs besides (the
+// weights block and the weight staging, which only the CPU's products read; plus what CUDA needs besides (the
 // cuBLAS/cuBLASLt workspace, the loss and norm reductions, the labels of a feature model, and
 // d(att) of one head for the attention backward), planned in make_device_plan. The engine
 // allocates exactly that list and plan_cuda_graph_memory sums it, so plan == allocation holds
@@ -18,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -55,6 +66,7 @@ int64_t take(int64_t& cursor, int64_t bytes) {
 // What the device holds for one EngineSpec.
 struct DevicePlan {
     GraphPlan graph;
+    StorageType storage = StorageType::f32;  // of the activations and the working weights
     // Allocation order. Persistent: parameters, gradients, [optimizer state], CUDA workspace.
     // Per micro-batch: the planner's (tokens, tensors, recompute slots, gradient block, kernel
     // scratch), then the attention backward's scratch.
@@ -84,20 +96,38 @@ struct DevicePlan {
     }
 };
 
+StorageType storage_of(Precision precision) {
+    switch (precision) {
+        case Precision::bf16: return StorageType::bf16;
+        case Precision::fp16: return StorageType::f16;
+        case Precision::fp32: break;
+    }
+    return StorageType::f32;
+}
+
+cudaDataType_t cuda_type_of(StorageType type) {
+    switch (type) {
+        case StorageType::bf16: return CUDA_R_16BF;
+        case StorageType::f16: return CUDA_R_16F;
+        case StorageType::f32: break;
+    }
+    return CUDA_R_32F;
+}
+
 DevicePlan make_device_plan(const EngineSpec& spec) {
-    if (spec.precision != Precision::fp32)
-        throw Error("--precision " + to_string(spec.precision) + " is not available for " + spec.model.summary +
-                    " on CUDA yet; use --precision fp32");
     DevicePlan plan;
+    plan.storage = storage_of(spec.precision);
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
     // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too.
     plan.graph = make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),
-                                 1, optimizer_state_slots(spec.optimizer), spec.gradient_checkpointing);
+                                 1, optimizer_state_slots(spec.optimizer), spec.gradient_checkpointing, spec.precision);
     const GraphPlan& g = plan.graph;
     const ModelDesc& m = g.model;
-    // The planner's persistent buffers end with the packed weights (see the file comment).
+    // The planner's persistent buffers end with the packed weights, and a 16-bit run's
+    // per-micro-batch ones with the weight staging (see the file comment).
     for (size_t i = 0; i + 1 < g.first_step_buffer; ++i) plan.persistent.push_back(g.buffers[i]);
-    for (size_t i = g.first_step_buffer; i < g.buffers.size(); ++i) plan.per_micro_batch.push_back(g.buffers[i]);
+    const size_t step_end = g.buffers.size() - (g.sixteen_bit() ? 1 : 0);
+    for (size_t i = g.first_step_buffer; i < step_end; ++i) plan.per_micro_batch.push_back(g.buffers[i]);
 
     int64_t needed_scratch = 0;
     for (const OpDesc& op : m.ops) {
@@ -147,7 +177,8 @@ void check_device_index(int index) {
 void run_gemm(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream) {
     if (!gemm.run(call, stream))
         throw Error("cuBLASLt has no algorithm for a " + std::to_string(call.m) + "x" + std::to_string(call.n) + "x" +
-                    std::to_string(call.k) + " fp32 product on this GPU; try --device cpu");
+                    std::to_string(call.k) + (call.input_type == CUDA_R_32F ? " fp32" : " 16-bit") +
+                    " product on this GPU; try --device cpu");
 }
 
 class CudaGraphEngine final : public ComputeEngine {
@@ -171,6 +202,7 @@ public:
         std::vector<float> store(static_cast<size_t>(layout().count), 0.0f);
         scatter_weights(model(), layout(), weights, store.data());
         upload(params_, store);
+        round_working_weights();
     }
 
     ModelWeights weights() const override {
@@ -219,6 +251,8 @@ public:
         launch.state = state_;
         launch.n = layout().count;
         launch.decay_end = layout().decay_end;
+        launch.params_16 = params16_;
+        launch.type_16 = plan_.storage;
         optimizer_step_device(spec_.optimizer, launch, lr, grad_multiplier, step, stream_);
     }
 
@@ -254,8 +288,9 @@ public:
         one.count = 1;
         begin_micro_batch(one);
         forward(1);
+        const float* logits = read(loss_op.inputs[0], 1, input_staging_[0]);
         // A small synchronous copy: text sampling runs between updates, not inside one.
-        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(out, tensor(loss_op.inputs[0]) + row * m.classes,
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(out, logits + row * m.classes,
                                               static_cast<size_t>(m.classes) * sizeof(float), cudaMemcpyDeviceToHost,
                                               stream_));
         TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -325,9 +360,11 @@ private:
         const std::vector<PlannedBuffer>& p = plan_.persistent;
         persistent_.reserve(p.size());
         for (const PlannedBuffer& b : p) persistent_.push_back(allocator_.allocate(b.bytes, b.category));
-        params_ = static_cast<float*>(persistent_[0].ptr);
-        grads_ = static_cast<float*>(persistent_[1].ptr);
-        if (plan_.graph.optimizer_slots > 0) state_ = static_cast<float*>(persistent_[2].ptr);
+        size_t next = 0;
+        params_ = static_cast<float*>(persistent_[next++].ptr);
+        if (plan_.graph.sixteen_bit()) params16_ = persistent_[next++].ptr;
+        grads_ = static_cast<float*>(persistent_[next++].ptr);
+        if (plan_.graph.optimizer_slots > 0) state_ = static_cast<float*>(persistent_[next++].ptr);
         workspace_ = persistent_.back();
 
         // cuBLASLt (linear layers) and cuBLAS (attention) share one workspace: both run on the
@@ -342,6 +379,7 @@ private:
 
         const int64_t n = layout().count;
         TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(params_, 0, n * sizeof(float), stream_));
+        round_working_weights();
         TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_, 0, n * sizeof(float), stream_));
         if (state_ != nullptr) {
             const float initial = spec_.optimizer.kind == OptimizerKind::adagrad
@@ -412,13 +450,51 @@ private:
         TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
 
+    // 16-bit runs: the working copy the products read, rounded from the master weights.
+    void round_working_weights() {
+        if (params16_ != nullptr) convert_from_f32(params_, params16_, plan_.storage, layout().count, stream_);
+    }
+
     void materialise_zero_grad() {
         if (!grads_stale_) return;
         TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_, 0, layout().count * sizeof(float), stream_));
         grads_stale_ = false;
     }
 
-    float* tensor(int t) const { return tensors_[static_cast<size_t>(t)]; }
+    // Tensor t's buffer: fp32 values, or 16-bit codes where the plan stores it in 16 bits.
+    void* stored(int t) const { return tensors_[static_cast<size_t>(t)]; }
+    StorageType type_of(int t) const { return plan_.graph.stored_16bit(t) ? plan_.storage : StorageType::f32; }
+    // The buffer of a tensor stored in fp32 (every tensor in fp32 runs, statistics in 16-bit ones).
+    float* tensor(int t) const { return static_cast<float*>(stored(t)); }
+    // fp32 values of tensor t for a kernel to read: its buffer, or its 16-bit codes widened into
+    // `staging`.
+    const float* read(int t, int64_t samples, float* staging) const {
+        if (!plan_.graph.stored_16bit(t)) return tensor(t);
+        convert_to_f32(stored(t), plan_.storage, staging, tensor_count(t, samples), stream_);
+        return staging;
+    }
+    const float* input(const OpDesc& op, size_t k, int64_t samples) const {
+        return read(op.inputs[k], samples, input_staging_.at(k));
+    }
+    // Where an op computes its output k: the tensor's buffer, or for a 16-bit tensor the fp32
+    // staging that store_outputs rounds into it.
+    float* output(const OpDesc& op, size_t k) const {
+        return plan_.graph.stored_16bit(op.outputs[k]) ? output_staging_.at(k) : tensor(op.outputs[k]);
+    }
+    void store_outputs(const OpDesc& op, int64_t samples) const {
+        for (size_t k = 0; k < op.outputs.size(); ++k)
+            if (plan_.graph.stored_16bit(op.outputs[k]))
+                convert_from_f32(output_staging_.at(k), stored(op.outputs[k]), plan_.storage,
+                                 tensor_count(op.outputs[k], samples), stream_);
+    }
+    // An output the backward reads again, widened into the staging it was computed in.
+    const float* saved_output(const OpDesc& op, size_t k, int64_t samples) const {
+        return read(op.outputs[k], samples, output_staging_.at(k));
+    }
+    // A parameter's 16-bit working copy (16-bit runs).
+    void* working_param(int p) const {
+        return static_cast<char*>(params16_) + layout().offset[static_cast<size_t>(p)] * storage_bytes(plan_.storage);
+    }
     float* grad(int t) const {
         if (t < 0) return nullptr;
         const int64_t offset = plan_.graph.grad_offset[static_cast<size_t>(t)];
@@ -444,14 +520,18 @@ private:
         const GraphPlan& g = plan_.graph;
         if (m.token_input) tokens_ = static_cast<int32_t*>(take());
         for (size_t t = 0; t < m.tensors.size(); ++t)
-            if (g.tensor_slot[t] < 0 && g.tensor_alias[t] < 0) tensors_[t] = static_cast<float*>(take());
-        for (auto& slot : slots_) slot = static_cast<float*>(take());
+            if (g.tensor_slot[t] < 0 && g.tensor_alias[t] < 0) tensors_[t] = take();
+        for (auto& slot : slots_) slot = take();
         for (size_t t = 0; t < m.tensors.size(); ++t)
             if (g.tensor_slot[t] >= 0) tensors_[t] = slots_[static_cast<size_t>(g.tensor_slot[t])];
         for (size_t t = 0; t < m.tensors.size(); ++t)  // in-place results share their input's storage
             if (g.tensor_alias[t] >= 0) tensors_[t] = tensors_[static_cast<size_t>(g.tensor_alias[t])];
         grad_block_ = static_cast<float*>(take());
         scratch_ = static_cast<float*>(take());
+        if (g.sixteen_bit()) {
+            for (float*& staging : input_staging_) staging = static_cast<float*>(take());
+            for (float*& staging : output_staging_) staging = static_cast<float*>(take());
+        }
         attention_scratch_ = static_cast<float*>(take());
     }
 
@@ -481,8 +561,12 @@ private:
             return;
         }
         std::memcpy(host_inputs_, batch.x, inputs * sizeof(float));
+        // A 16-bit input lands in input staging 0 (it is op 0's input) and is rounded from there.
+        const bool round_input = plan_.graph.stored_16bit(0);
+        float* landing = round_input ? input_staging_[0] : tensor(0);
         TRAINBENCH_CUDA_CHECK(
-            cudaMemcpyAsync(tensors_[0], host_inputs_, inputs * sizeof(float), cudaMemcpyHostToDevice, stream_));
+            cudaMemcpyAsync(landing, host_inputs_, inputs * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        if (round_input) convert_from_f32(landing, stored(0), plan_.storage, inputs, stream_);
         if (classification) {
             labels_ = static_cast<int32_t*>(workspace_at(plan_.labels_offset));
             std::memcpy(host_labels_, batch.labels, terms * sizeof(int32_t));
@@ -522,45 +606,52 @@ private:
                 // The bias is a separate pass rather than a cuBLASLt epilogue: the epilogue's
                 // algorithm is chosen for one bias pointer's alignment, and these biases sit at
                 // arbitrary offsets of the parameter store.
+                // 16-bit runs: 16-bit operands, the fp32 result and bias in output staging 0.
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
                 const int64_t out = shape[0], in = shape[1];
-                run_gemm(*gemm_,
-                         linear_forward_product(in, out, rows, param(op.params[0]), tensor(op.inputs[0]),
-                                                tensor(op.outputs[0]), CUDA_R_32F, nullptr, GemmEpilogue::none),
-                         stream_);
+                const bool sixteen = plan_.graph.sixteen_bit();
+                float* result = output(op, 0);
+                GemmCall product = linear_forward_product(in, out, rows, sixteen ? working_param(op.params[0]) : param(op.params[0]),
+                                                          stored(op.inputs[0]), result, cuda_type_of(plan_.storage),
+                                                          nullptr, GemmEpilogue::none);
+                product.output_type = CUDA_R_32F;
+                run_gemm(*gemm_, product, stream_);
                 if (op.params.size() > 1)
-                    add_bias(tensor(op.outputs[0]), param(op.params[1]), StorageType::f32, out, rows, stream_);
-                return;
+                    add_bias(result, StorageType::f32, sixteen ? working_param(op.params[1]) : param(op.params[1]),
+                             sixteen ? plan_.storage : StorageType::f32, out, rows, stream_);
+                break;
             }
             case OpKind::activation:
-                activation_forward(op.activation, tensor(op.inputs[0]), tensor(op.outputs[0]), StorageType::f32,
+                activation_forward(op.activation, input(op, 0, n), output(op, 0), StorageType::f32,
                                    tensor_count(op.outputs[0], n), stream_);
-                return;
+                break;
             case OpKind::embedding: {
                 const auto& wte = m.params[static_cast<size_t>(op.params[0])];
-                embedding_forward(tokens_, param(op.params[0]), param(op.params[1]), tensor(op.outputs[0]), n,
+                embedding_forward(tokens_, param(op.params[0]), param(op.params[1]), output(op, 0), n,
                                   op.rows_per_sample, wte.shape[1], stream_);
-                return;
+                break;
             }
             case OpKind::layernorm: {
+                // outputs 1 and 2, the mean and rstd, are statistics: fp32 in every run.
                 const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
-                layernorm_forward(tensor(op.inputs[0]), param(op.params[0]), param(op.params[1]), tensor(op.outputs[0]),
+                layernorm_forward(input(op, 0, n), param(op.params[0]), param(op.params[1]), output(op, 0),
                                   tensor(op.outputs[1]), tensor(op.outputs[2]), rows, C, stream_);
-                return;
+                break;
             }
             case OpKind::attention: {
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-                attention_forward(blas_, tensor(op.inputs[0]), tensor(op.outputs[0]), tensor(op.outputs[1]), n,
-                                  op.rows_per_sample, C, op.heads, stream_);
-                return;
+                attention_forward(blas_, input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C,
+                                  op.heads, stream_);
+                break;
             }
             case OpKind::residual_add:
-                residual_forward(tensor(op.inputs[0]), tensor(op.inputs[1]), tensor(op.outputs[0]),
-                                 tensor_count(op.outputs[0], n), stream_);
-                return;
+                residual_forward(input(op, 0, n), input(op, 1, n), output(op, 0), tensor_count(op.outputs[0], n),
+                                 stream_);
+                break;
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: return;  // the loss runs in loss()
         }
+        store_outputs(op, n);
     }
 
     // Per-term losses and, with_gradient, d(grad_scale * loss)/d(outputs) into the output's
@@ -572,14 +663,15 @@ private:
         auto* sample_loss = static_cast<double*>(workspace_at(plan_.sample_loss_offset));
         auto* totals = static_cast<double*>(workspace_at(plan_.totals_offset));
         float* dlogits = with_gradient ? grad(in) : nullptr;
+        const float* values = read(in, n, input_staging_[0]);  // 16-bit outputs widened, as on the CPU
         if (op.kind == OpKind::cross_entropy) {
             const int64_t rows = plan_.graph.rows(op, n);
             auto* sample_correct = static_cast<int32_t*>(workspace_at(plan_.sample_correct_offset));
-            softmax_cross_entropy(tensor(in), StorageType::f32, labels_, m.classes, rows, grad_scale, dlogits,
+            softmax_cross_entropy(values, StorageType::f32, labels_, m.classes, rows, grad_scale, dlogits,
                                   sample_loss, sample_correct, stream_);
             sum_sample_losses(sample_loss, sample_correct, rows, totals, stream_);
         } else {
-            mean_squared_error(tensor(in), StorageType::f32, static_cast<const float*>(workspace_at(plan_.targets_offset)),
+            mean_squared_error(values, StorageType::f32, static_cast<const float*>(workspace_at(plan_.targets_offset)),
                                n, grad_scale, dlogits, sample_loss, stream_);
             sum_sample_losses(sample_loss, nullptr, n, totals, stream_);
         }
@@ -617,17 +709,28 @@ private:
             case OpKind::linear: {
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
                 const int64_t out = shape[0], in = shape[1];
+                // A 16-bit product's operands are 16-bit: its output gradient is rounded into
+                // output staging 0 (free in the backward), as the CPU rounds it in place.
+                const bool sixteen = plan_.graph.sixteen_bit();
+                const void* dz = dout;
+                if (sixteen) {
+                    convert_from_f32(dout, output_staging_[0], plan_.storage, tensor_count(op.outputs[0], n), stream_);
+                    dz = output_staging_[0];
+                }
+                const StorageType dz_type = sixteen ? plan_.storage : StorageType::f32;
+                const cudaDataType_t operands = cuda_type_of(dz_type);
                 run_gemm(*gemm_,
-                         linear_weight_grad_product(in, out, rows, tensor(op.inputs[0]), dout, param_grad(op.params[0]),
-                                                    CUDA_R_32F, accumulates_param(o, 0)),
+                         linear_weight_grad_product(in, out, rows, stored(op.inputs[0]), dz, param_grad(op.params[0]),
+                                                    operands, accumulates_param(o, 0)),
                          stream_);
                 if (op.params.size() > 1)
-                    bias_grad(dout, StorageType::f32, out, rows, param_grad(op.params[1]), accumulates_param(o, 1),
-                              stream_);
+                    bias_grad(dz, dz_type, out, rows, param_grad(op.params[1]), accumulates_param(o, 1), stream_);
                 // The planner gives a linear op's input no other reader, so the product overwrites it.
                 if (float* dinput = grad(op.inputs[0]))
                     run_gemm(*gemm_,
-                             linear_input_grad_product(in, out, rows, param(op.params[0]), dout, dinput, CUDA_R_32F),
+                             linear_input_grad_product(in, out, rows,
+                                                       sixteen ? working_param(op.params[0]) : param(op.params[0]), dz,
+                                                       dinput, operands, CUDA_R_32F),
                              stream_);
                 return;
             }
@@ -635,7 +738,8 @@ private:
                 // The input's gradient shares the output's buffer: scaled in place.
                 float* g = grad(op.inputs[0]);
                 if (!g) return;
-                const void* saved = activation_needs_input(op.activation) ? tensor(op.inputs[0]) : tensor(op.outputs[0]);
+                const float* saved =
+                    activation_needs_input(op.activation) ? input(op, 0, n) : saved_output(op, 0, n);
                 activation_backward(op.activation, g, saved, StorageType::f32, tensor_count(op.outputs[0], n), stream_);
                 return;
             }
@@ -648,7 +752,7 @@ private:
             }
             case OpKind::layernorm: {
                 const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
-                layernorm_backward(dout, tensor(op.inputs[0]), param(op.params[0]), tensor(op.outputs[1]),
+                layernorm_backward(dout, input(op, 0, n), param(op.params[0]), tensor(op.outputs[1]),
                                    tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
                                    param_grad(op.params[1]), rows, C, accumulates_input(o, 0), accumulates_param(o, 0),
                                    scratch_, stream_);
@@ -658,7 +762,7 @@ private:
                 float* dqkv = grad(op.inputs[0]);
                 if (!dqkv) return;
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-                attention_backward(blas_, dout, tensor(op.inputs[0]), tensor(op.outputs[1]), dqkv, attention_scratch_, n,
+                attention_backward(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, attention_scratch_, n,
                                    op.rows_per_sample, C, op.heads, stream_);
                 return;
             }
@@ -682,7 +786,8 @@ private:
     cublasHandle_t blas_ = nullptr;
 
     std::vector<DeviceBlock> persistent_;
-    float* params_ = nullptr;
+    float* params_ = nullptr;       // fp32 weights: in 16-bit runs the master weights
+    void* params16_ = nullptr;      // 16-bit runs: the working copy the products read
     float* grads_ = nullptr;
     float* state_ = nullptr;
     DeviceBlock workspace_;
@@ -692,10 +797,12 @@ private:
 
     // The current micro-batch's buffers.
     std::vector<DeviceBlock> step_blocks_;
-    std::vector<float*> tensors_;
-    std::vector<float*> slots_;
+    std::vector<void*> tensors_;  // fp32, or 16-bit codes where the plan stores the tensor in 16 bits
+    std::vector<void*> slots_;
     float* grad_block_ = nullptr;
     float* scratch_ = nullptr;
+    std::array<float*, 2> input_staging_{};  // 16-bit runs only (GraphPlan's *_staging_floats)
+    std::array<float*, 2> output_staging_{};
     float* attention_scratch_ = nullptr;
     int32_t* tokens_ = nullptr;
     const int32_t* labels_ = nullptr;

@@ -15,6 +15,13 @@ __global__ void convert_kernel(const float* __restrict__ source, T* __restrict__
         destination[i] = store_from_float<T>(source[i]);
 }
 
+template <typename T>
+__global__ void widen_kernel(const T* __restrict__ source, float* __restrict__ destination, int64_t n) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+         i += int64_t(gridDim.x) * blockDim.x)
+        destination[i] = load_as_float(source[i]);
+}
+
 template <typename Source, typename T>
 __global__ void gather_columns_kernel(const Source* __restrict__ source,
                                       const int64_t* __restrict__ indices, int64_t count,
@@ -50,6 +57,16 @@ void convert_from_f32(const float* source, void* destination, StorageType type, 
     dispatch_storage(type, [&]<typename T>() {
         convert_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
             source, static_cast<T*>(destination), n);
+    });
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+}
+
+void convert_to_f32(const void* source, StorageType type, float* destination, int64_t n,
+                    cudaStream_t stream) {
+    if (n == 0) return;
+    dispatch_storage(type, [&]<typename T>() {
+        widen_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const T*>(source),
+                                                                        destination, n);
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }

@@ -17,6 +17,9 @@ inline int64_t storage_bytes(StorageType type) { return type == StorageType::f32
 // --- data_kernels.cu: getting samples onto the device
 void convert_from_f32(const float* source, void* destination, StorageType type, int64_t n,
                       cudaStream_t stream);
+// The widening back: a tensor stored in `type` as fp32 values (a copy when type is f32).
+void convert_to_f32(const void* source, StorageType type, float* destination, int64_t n,
+                    cudaStream_t stream);
 // Columns indices[0..count) of a preloaded split ([features x samples], one sample per
 // column): u8 pixels are scaled by 1/255 as the CPU gather does.
 void gather_columns_u8(const uint8_t* pixels, const int64_t* indices, int64_t count,
@@ -30,9 +33,10 @@ void gather_targets(const float* targets, const int64_t* indices, int64_t count,
 void fill_f32(float* destination, float value, int64_t n, cudaStream_t stream);
 
 // --- activation_kernels.cu: the parts of a Linear+activation layer cuBLASLt does not fuse
-// z[r, c] += bias[r] (bias in the storage type, like the epilogue's).
-void add_bias(void* z, const void* bias, StorageType type, int64_t rows, int64_t cols,
-              cudaStream_t stream);
+// z[r, c] += bias[r], added in fp32 and stored in z's type (the bias may be stored in another:
+// a 16-bit working copy added to an fp32 product).
+void add_bias(void* z, StorageType z_type, const void* bias, StorageType bias_type, int64_t rows,
+              int64_t cols, cudaStream_t stream);
 // a = act(z); a may alias z.
 void activation_forward(Activation kind, const void* z, void* a, StorageType type, int64_t n,
                         cudaStream_t stream);

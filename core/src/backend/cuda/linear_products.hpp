@@ -54,9 +54,11 @@ inline GemmCall linear_weight_grad_product(int64_t in, int64_t out, int64_t coun
     return call;
 }
 
-// d_input [in x count] = W^T [in x out] · dz [out x count], stored in the storage type.
+// d_input [in x count] = W^T [in x out] · dz [out x count], W and dz in `type`, d_input in
+// `output_type` (the layer-chain engine keeps it in the storage type, the executor in fp32).
 inline GemmCall linear_input_grad_product(int64_t in, int64_t out, int64_t count, const void* weight,
-                                          const void* dz, void* d_input, cudaDataType_t type) {
+                                          const void* dz, void* d_input, cudaDataType_t type,
+                                          cudaDataType_t output_type) {
     GemmCall call;
     call.trans_a = CUBLAS_OP_N;
     call.trans_b = CUBLAS_OP_N;
@@ -69,7 +71,8 @@ inline GemmCall linear_input_grad_product(int64_t in, int64_t out, int64_t count
     call.ldb = out;
     call.d = d_input;
     call.ldd = in;
-    call.input_type = call.output_type = type;
+    call.input_type = type;
+    call.output_type = output_type;
     return call;
 }
 
