@@ -42,17 +42,17 @@ __global__ void activation_forward_kernel(Activation kind, const T* z, T* a, int
         a[i] = store_from_float<T>(activate(kind, load_as_float(z[i])));
 }
 
-template <typename T>
-__global__ void activation_backward_kernel(Activation kind, T* __restrict__ grad,
-                                           const T* __restrict__ saved, int64_t n) {
+template <typename G, typename S>
+__global__ void activation_backward_kernel(Activation kind, G* __restrict__ grad,
+                                           const S* __restrict__ saved, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
         const float g = load_as_float(grad[i]);
         // relu passes the gradient through untouched, so 16-bit values are not re-rounded.
         if (kind == Activation::relu) {
-            if (!(load_as_float(saved[i]) > 0.0f)) grad[i] = store_from_float<T>(0.0f);
+            if (!(load_as_float(saved[i]) > 0.0f)) grad[i] = store_from_float<G>(0.0f);
         } else {
-            grad[i] = store_from_float<T>(g * derivative(kind, load_as_float(saved[i])));
+            grad[i] = store_from_float<G>(g * derivative(kind, load_as_float(saved[i])));
         }
     }
 }
@@ -111,12 +111,14 @@ void activation_forward(Activation kind, const void* z, void* a, StorageType typ
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }
 
-void activation_backward(Activation kind, void* grad, const void* saved, StorageType type,
-                         int64_t n, cudaStream_t stream) {
+void activation_backward(Activation kind, void* grad, StorageType grad_type, const void* saved,
+                         StorageType saved_type, int64_t n, cudaStream_t stream) {
     if (n == 0) return;
-    dispatch_storage(type, [&]<typename T>() {
-        activation_backward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-            kind, static_cast<T*>(grad), static_cast<const T*>(saved), n);
+    dispatch_storage(grad_type, [&]<typename G>() {
+        dispatch_storage(saved_type, [&]<typename S>() {
+            activation_backward_kernel<G, S><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+                kind, static_cast<G*>(grad), static_cast<const S*>(saved), n);
+        });
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }

@@ -218,7 +218,7 @@ void CudaEngine::backward(int64_t count) {
         const int previous = layer - 1;
         if (k > 0 && previous % k == 0) recompute_segment_ending_at(previous, count);
         const void* saved = layout_.activation == Activation::gelu ? preactivation(previous) : activation(previous);
-        activation_backward(layout_.activation, d_input, saved, layout_.storage,
+        activation_backward(layout_.activation, d_input, layout_.storage, saved, layout_.storage,
                             slice.in * count, compute_stream_);
         current_grad_ = other;
     }

@@ -491,6 +491,9 @@ private:
     const float* saved_output(const OpDesc& op, size_t k, int64_t samples) const {
         return read(op.outputs[k], samples, output_staging_.at(k));
     }
+    // cuBLASLt's bias epilogue reads its bias in 16-byte units: biases at other offsets of the
+    // parameter store are added by a separate pass.
+    static bool epilogue_takes(const void* bias) { return reinterpret_cast<uintptr_t>(bias) % 16 == 0; }
     // A parameter's 16-bit working copy (16-bit runs).
     void* working_param(int p) const {
         return static_cast<char*>(params16_) + layout().offset[static_cast<size_t>(p)] * storage_bytes(plan_.storage);
@@ -606,22 +609,38 @@ private:
                 // The bias is a separate pass rather than a cuBLASLt epilogue: the epilogue's
                 // algorithm is chosen for one bias pointer's alignment, and these biases sit at
                 // arbitrary offsets of the parameter store.
-                // 16-bit runs: 16-bit operands, the fp32 result and bias in output staging 0.
+                // The operands in the storage type (the working copy in 16-bit runs). Product and
+                // bias are summed in fp32 and rounded once into the output, by cuBLASLt's bias
+                // epilogue where it takes this bias, else in output staging 0 (16-bit runs) or the
+                // output itself, with the bias added by a separate pass.
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
                 const int64_t out = shape[0], in = shape[1];
                 const bool sixteen = plan_.graph.sixteen_bit();
+                const void* weight = sixteen ? working_param(op.params[0]) : param(op.params[0]);
+                const void* bias = op.params.size() > 1 ? (sixteen ? working_param(op.params[1]) : param(op.params[1])) : nullptr;
+                const cudaDataType_t operands = cuda_type_of(plan_.storage);
+                if (bias != nullptr && epilogue_takes(bias)) {
+                    GemmCall fused = linear_forward_product(in, out, rows, weight, stored(op.inputs[0]),
+                                                            stored(op.outputs[0]), operands, bias, GemmEpilogue::bias);
+                    fused.output_type = cuda_type_of(type_of(op.outputs[0]));
+                    if (gemm_->run(fused, stream_)) return;
+                }
                 float* result = output(op, 0);
-                GemmCall product = linear_forward_product(in, out, rows, sixteen ? working_param(op.params[0]) : param(op.params[0]),
-                                                          stored(op.inputs[0]), result, cuda_type_of(plan_.storage),
+                GemmCall product = linear_forward_product(in, out, rows, weight, stored(op.inputs[0]), result, operands,
                                                           nullptr, GemmEpilogue::none);
                 product.output_type = CUDA_R_32F;
                 run_gemm(*gemm_, product, stream_);
-                if (op.params.size() > 1)
-                    add_bias(result, StorageType::f32, sixteen ? working_param(op.params[1]) : param(op.params[1]),
-                             sixteen ? plan_.storage : StorageType::f32, out, rows, stream_);
+                if (bias != nullptr)
+                    add_bias(result, StorageType::f32, bias, sixteen ? plan_.storage : StorageType::f32, out, rows, stream_);
                 break;
             }
             case OpKind::activation:
+                // Widening, f in fp32 and one rounding, as the staged path would do.
+                if (type_of(op.inputs[0]) == type_of(op.outputs[0])) {
+                    activation_forward(op.activation, stored(op.inputs[0]), stored(op.outputs[0]), type_of(op.outputs[0]),
+                                       tensor_count(op.outputs[0], n), stream_);
+                    return;
+                }
                 activation_forward(op.activation, input(op, 0, n), output(op, 0), StorageType::f32,
                                    tensor_count(op.outputs[0], n), stream_);
                 break;
@@ -634,9 +653,10 @@ private:
             case OpKind::layernorm: {
                 // outputs 1 and 2, the mean and rstd, are statistics: fp32 in every run.
                 const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
-                layernorm_forward(input(op, 0, n), param(op.params[0]), param(op.params[1]), output(op, 0),
-                                  tensor(op.outputs[1]), tensor(op.outputs[2]), rows, C, stream_);
-                break;
+                layernorm_forward(stored(op.inputs[0]), type_of(op.inputs[0]), param(op.params[0]), param(op.params[1]),
+                                  stored(op.outputs[0]), type_of(op.outputs[0]), tensor(op.outputs[1]),
+                                  tensor(op.outputs[2]), rows, C, stream_);
+                return;
             }
             case OpKind::attention: {
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
@@ -644,10 +664,17 @@ private:
                                   op.heads, stream_);
                 break;
             }
-            case OpKind::residual_add:
-                residual_forward(input(op, 0, n), input(op, 1, n), output(op, 0), tensor_count(op.outputs[0], n),
-                                 stream_);
+            case OpKind::residual_add: {
+                const StorageType type = type_of(op.outputs[0]);
+                if (type_of(op.inputs[0]) == type && type_of(op.inputs[1]) == type) {
+                    residual_forward(stored(op.inputs[0]), stored(op.inputs[1]), stored(op.outputs[0]), type,
+                                     tensor_count(op.outputs[0], n), stream_);
+                    return;
+                }
+                residual_forward(input(op, 0, n), input(op, 1, n), output(op, 0), StorageType::f32,
+                                 tensor_count(op.outputs[0], n), stream_);
                 break;
+            }
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: return;  // the loss runs in loss()
         }
@@ -738,9 +765,9 @@ private:
                 // The input's gradient shares the output's buffer: scaled in place.
                 float* g = grad(op.inputs[0]);
                 if (!g) return;
-                const float* saved =
-                    activation_needs_input(op.activation) ? input(op, 0, n) : saved_output(op, 0, n);
-                activation_backward(op.activation, g, saved, StorageType::f32, tensor_count(op.outputs[0], n), stream_);
+                const int saved = activation_needs_input(op.activation) ? op.inputs[0] : op.outputs[0];
+                activation_backward(op.activation, g, StorageType::f32, stored(saved), type_of(saved),
+                                    tensor_count(op.outputs[0], n), stream_);
                 return;
             }
             case OpKind::embedding: {
@@ -752,7 +779,7 @@ private:
             }
             case OpKind::layernorm: {
                 const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
-                layernorm_backward(dout, input(op, 0, n), param(op.params[0]), tensor(op.outputs[1]),
+                layernorm_backward(dout, stored(op.inputs[0]), type_of(op.inputs[0]), param(op.params[0]), tensor(op.outputs[1]),
                                    tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
                                    param_grad(op.params[1]), rows, C, accumulates_input(o, 0), accumulates_param(o, 0),
                                    scratch_, stream_);

@@ -14,8 +14,11 @@ constexpr int kThreads = 256;
 // dwte: a warp covers 32 columns of one range of vocabulary rows and scans every token of the
 // micro-batch, adding only those in its range; the ranges split the vocabulary into at most
 // kVocabularyRanges parts, enough warps to fill the GPU while each scan stays a broadcast read.
+// The block stages the tokens in shared memory, kTokenTile at a time, so that the scan reads
+// them there (a broadcast to the warp) with several reads in flight.
 constexpr int64_t kVocabularyRanges = 128;
 constexpr int kRangesPerBlock = 8;
+constexpr int kTokenTile = 2048;
 
 __global__ void embedding_forward_kernel(const int32_t* __restrict__ tokens, const float* __restrict__ wte,
                                          const float* __restrict__ wpe, float* __restrict__ out, int64_t rows,
@@ -27,18 +30,29 @@ __global__ void embedding_forward_kernel(const int32_t* __restrict__ tokens, con
     }
 }
 
+// Every thread of the block takes part in staging the tokens, so none returns early.
 __global__ void token_embedding_backward_kernel(const float* __restrict__ dout, const int32_t* __restrict__ tokens,
                                                 float* __restrict__ dwte, int64_t rows, int64_t C, int64_t vocab,
                                                 int64_t ranges, bool accumulate) {
+    __shared__ int32_t tile[kTokenTile];
     const int64_t column = blockIdx.x * int64_t(32) + threadIdx.x;
     const int64_t range = blockIdx.y * int64_t(kRangesPerBlock) + threadIdx.y;
-    if (column >= C || range >= ranges) return;
+    const bool active = column < C && range < ranges;
     const int64_t first = vocab * range / ranges, end = vocab * (range + 1) / ranges;
-    if (!accumulate)
+    if (active && !accumulate)
         for (int64_t v = first; v < end; ++v) dwte[v * C + column] = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t token = tokens[r];
-        if (token >= first && token < end) dwte[token * C + column] += dout[r * C + column];
+    const int thread = threadIdx.y * 32 + threadIdx.x;
+    for (int64_t start = 0; start < rows; start += kTokenTile) {
+        const int count = static_cast<int>(rows - start < kTokenTile ? rows - start : kTokenTile);
+        __syncthreads();  // the previous tile is read by every warp
+        for (int i = thread; i < count; i += 32 * kRangesPerBlock) tile[i] = tokens[start + i];
+        __syncthreads();
+        if (!active) continue;
+#pragma unroll 8
+        for (int i = 0; i < count; ++i) {
+            const int64_t token = tile[i];
+            if (token >= first && token < end) dwte[token * C + column] += dout[(start + i) * C + column];
+        }
     }
 }
 

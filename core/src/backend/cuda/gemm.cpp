@@ -38,19 +38,19 @@ struct GemmRunner::Plan {
     cudaDataType_t input_type, output_type;
     bool accumulate;
     GemmEpilogue epilogue;
-    uint32_t align_a, align_b, align_d;
+    uint32_t align_a, align_b, align_d, align_bias;
 
     bool supported = false;
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t layout_a = nullptr, layout_b = nullptr, layout_d = nullptr;
     cublasLtMatmulAlgo_t algo{};
 
-    bool matches(const GemmCall& call, uint32_t a_align, uint32_t b_align, uint32_t d_align) const {
+    bool matches(const GemmCall& call, uint32_t a_align, uint32_t b_align, uint32_t d_align, uint32_t bias_align) const {
         return trans_a == call.trans_a && trans_b == call.trans_b && m == call.m && n == call.n &&
                k == call.k && lda == call.lda && ldb == call.ldb && ldd == call.ldd &&
                input_type == call.input_type && output_type == call.output_type &&
                accumulate == (call.beta != 0.0f) && epilogue == call.epilogue &&
-               align_a == a_align && align_b == b_align && align_d == d_align;
+               align_a == a_align && align_b == b_align && align_d == d_align && align_bias == bias_align;
     }
 
     ~Plan() {
@@ -80,8 +80,11 @@ GemmRunner::Plan& GemmRunner::plan_for(const GemmCall& call) {
     const uint32_t align_a = alignment_of(call.a);
     const uint32_t align_b = alignment_of(call.b);
     const uint32_t align_d = alignment_of(call.d);
+    // An epilogue's algorithm is chosen for its bias pointer's alignment (biases at arbitrary
+    // offsets of a parameter store need another than 256-byte aligned ones).
+    const uint32_t align_bias = call.epilogue == GemmEpilogue::none ? 0 : alignment_of(call.bias);
     for (Plan* plan : plans_) {
-        if (plan->matches(call, align_a, align_b, align_d)) return *plan;
+        if (plan->matches(call, align_a, align_b, align_d, align_bias)) return *plan;
     }
 
     // Owned here until it is complete: a cuBLASLt failure below must not leave a half-built
@@ -89,7 +92,7 @@ GemmRunner::Plan& GemmRunner::plan_for(const GemmCall& call) {
     auto owner = std::unique_ptr<Plan>(new Plan{call.trans_a, call.trans_b, call.m, call.n, call.k,
                                                 call.lda, call.ldb, call.ldd, call.input_type,
                                                 call.output_type, call.beta != 0.0f, call.epilogue,
-                                                align_a, align_b, align_d});
+                                                align_a, align_b, align_d, align_bias});
     Plan* plan = owner.get();
 
     TRAINBENCH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));

@@ -1,7 +1,9 @@
 #pragma once
 // Host-side launchers of the transformer ops the graph executor (cuda_graph_engine.cpp) needs
-// beyond the MLP's kernels (kernels.hpp), in fp32 over row-major [rows, width] activations with
-// the layouts of the CPU ops (nn/layernorm.hpp, nn/attention.hpp, nn/embedding.hpp). Every
+// beyond the MLP's kernels (kernels.hpp), computing in fp32 over row-major [rows, width]
+// activations with the layouts of the CPU ops (nn/layernorm.hpp, nn/attention.hpp,
+// nn/embedding.hpp); LayerNorm and the residual add also read and write 16-bit activations
+// (StorageType), widening on load and rounding once on store. Every
 // launcher enqueues on `stream` without synchronising. No kernel uses atomics: each output
 // element is written by one thread, and sums over rows run in a fixed order, so identical
 // inputs give identical bits.
@@ -10,22 +12,24 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels.hpp"
+
 namespace trainbench::cuda {
 
 // --- layernorm_kernels.cu
-// out = (inp - mean) * rstd * weight + bias per row, saving mean and rstd ([rows] each) as the
-// CPU op does. out may alias inp.
-void layernorm_forward(const float* inp, const float* weight, const float* bias, float* out, float* mean,
-                       float* rstd, int64_t rows, int64_t C, cudaStream_t stream);
+// out = (inp - mean) * rstd * weight + bias per row, saving mean and rstd ([rows] each, fp32) as
+// the CPU op does. out may alias inp when both have one type.
+void layernorm_forward(const void* inp, StorageType inp_type, const float* weight, const float* bias, void* out,
+                       StorageType out_type, float* mean, float* rstd, int64_t rows, int64_t C, cudaStream_t stream);
 // Floats of scratch layernorm_backward needs: per fixed chunk of rows, one row of dweight and
 // one of dbias partial sums (the same chunking as the CPU op, layernorm_backward_scratch_floats).
 int64_t layernorm_backward_scratch_floats_cuda(int64_t C);
 // dinp (= or +=) and dweight, dbias (= or +=, summed over rows: per-chunk partials into the
 // scratch, then one thread per column adds the chunks in order). dinp may be null (no input
 // gradient) and may alias dout when it is overwritten.
-void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
-                        const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
-                        bool accumulate_input, bool accumulate_params, float* scratch, cudaStream_t stream);
+void layernorm_backward(const float* dout, const void* inp, StorageType inp_type, const float* weight,
+                        const float* mean, const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows,
+                        int64_t C, bool accumulate_input, bool accumulate_params, float* scratch, cudaStream_t stream);
 
 // --- attention_kernels.cu: causal self-attention over qkv [B, T, 3C] (q | k | v, head h at
 // columns h*hs .. (h+1)*hs of each), out [B, T, C], probabilities att [B, H, T, T] with exact
@@ -48,8 +52,8 @@ void embedding_backward(const float* dout, const int32_t* tokens, float* dwte, f
                         int64_t C, int64_t vocab, bool accumulate_wte, bool accumulate_wpe, cudaStream_t stream);
 
 // --- residual_kernels.cu
-// out = a + b over n values.
-void residual_forward(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+// out = a + b over n values, all three stored in `type`.
+void residual_forward(const void* a, const void* b, void* out, StorageType type, int64_t n, cudaStream_t stream);
 // d_a (= or +=) dout and d_b (= or +=) dout; either may be null.
 void residual_backward(const float* dout, float* d_a, bool accumulate_a, float* d_b, bool accumulate_b, int64_t n,
                        cudaStream_t stream);

@@ -41,9 +41,10 @@ void add_bias(void* z, StorageType z_type, const void* bias, StorageType bias_ty
 void activation_forward(Activation kind, const void* z, void* a, StorageType type, int64_t n,
                         cudaStream_t stream);
 // grad = grad * act'(.) in place. `saved` is the pre-activation z for gelu and the activation
-// output a for relu, tanh and sigmoid (whose derivatives follow from their outputs).
-void activation_backward(Activation kind, void* grad, const void* saved, StorageType type,
-                         int64_t n, cudaStream_t stream);
+// output a for relu, tanh and sigmoid (whose derivatives follow from their outputs); it may be
+// stored in another type than the gradient (16-bit activations, fp32 gradients).
+void activation_backward(Activation kind, void* grad, StorageType grad_type, const void* saved,
+                         StorageType saved_type, int64_t n, cudaStream_t stream);
 // grad_bias[r] (+)= sum over columns of dz[r, c], summed in fp32 in a fixed order; stored
 // when `accumulate` is false (the first micro-batch of an update), added otherwise.
 void bias_grad(const void* dz, StorageType type, int64_t rows, int64_t cols, float* grad_bias,

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/gpt_kernels.hpp"
+#include "backend/cuda/storage_types.cuh"
 #include "nn/layernorm.hpp"
 
 namespace trainbench::cuda {
@@ -23,21 +24,23 @@ __device__ __forceinline__ double warp_sum(double value) {
     return value;
 }
 
-// No __restrict__ on inp/out: they may alias (each lane reads x[i] before writing y[i]).
-__global__ void layernorm_forward_kernel(const float* inp, const float* __restrict__ weight,
-                                         const float* __restrict__ bias, float* out, float* __restrict__ mean,
+// No __restrict__ on inp/out: they may alias (each lane reads x[i] before writing y[i]). X and Y
+// are the storage types of the input and output (fp32, or 16-bit codes computed on in fp32).
+template <typename X, typename Y>
+__global__ void layernorm_forward_kernel(const X* inp, const float* __restrict__ weight,
+                                         const float* __restrict__ bias, Y* out, float* __restrict__ mean,
                                          float* __restrict__ rstd, int64_t rows, int64_t C) {
     const int lane = threadIdx.x % 32;
     const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
     if (row >= rows) return;  // whole warps leave together, so the shuffles stay full
-    const float* x = inp + row * C;
-    float* y = out + row * C;
+    const X* x = inp + row * C;
+    Y* y = out + row * C;
     double sum = 0.0;
-    for (int64_t i = lane; i < C; i += 32) sum += x[i];
+    for (int64_t i = lane; i < C; i += 32) sum += load_as_float(x[i]);
     const double m = warp_sum(sum) / static_cast<double>(C);
     double squares = 0.0;
     for (int64_t i = lane; i < C; i += 32) {
-        const double d = static_cast<double>(x[i]) - m;
+        const double d = static_cast<double>(load_as_float(x[i])) - m;
         squares += d * d;
     }
     squares = warp_sum(squares);
@@ -47,25 +50,26 @@ __global__ void layernorm_forward_kernel(const float* inp, const float* __restri
         mean[row] = mu;
         rstd[row] = rs;
     }
-    for (int64_t i = lane; i < C; i += 32) y[i] = (x[i] - mu) * rs * weight[i] + bias[i];
+    for (int64_t i = lane; i < C; i += 32) y[i] = store_from_float<Y>((load_as_float(x[i]) - mu) * rs * weight[i] + bias[i]);
 }
 
 // dinp = rstd * (dn - mean(dn) - n * mean(dn * n)) with n = (x - mean) * rstd, dn = weight * dout.
 // dinp may alias dout (each lane reads dy[i] before writing dx[i]).
-__global__ void layernorm_input_grad_kernel(const float* dout, const float* __restrict__ inp,
+template <typename X>
+__global__ void layernorm_input_grad_kernel(const float* dout, const X* __restrict__ inp,
                                             const float* __restrict__ weight, const float* __restrict__ mean,
                                             const float* __restrict__ rstd, float* dinp, int64_t rows, int64_t C,
                                             bool accumulate) {
     const int lane = threadIdx.x % 32;
     const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
     if (row >= rows) return;
-    const float* x = inp + row * C;
+    const X* x = inp + row * C;
     const float* dy = dout + row * C;
     float* dx = dinp + row * C;
     const float mu = mean[row], rs = rstd[row];
     double sum_dn = 0.0, sum_dn_n = 0.0;
     for (int64_t i = lane; i < C; i += 32) {
-        const float n = (x[i] - mu) * rs;
+        const float n = (load_as_float(x[i]) - mu) * rs;
         const float dn = weight[i] * dy[i];
         sum_dn += dn;
         sum_dn_n += static_cast<double>(dn) * n;
@@ -73,14 +77,15 @@ __global__ void layernorm_input_grad_kernel(const float* dout, const float* __re
     const float mean_dn = static_cast<float>(warp_sum(sum_dn) / static_cast<double>(C));
     const float mean_dn_n = static_cast<float>(warp_sum(sum_dn_n) / static_cast<double>(C));
     for (int64_t i = lane; i < C; i += 32) {
-        const float n = (x[i] - mu) * rs;
+        const float n = (load_as_float(x[i]) - mu) * rs;
         const float value = (weight[i] * dy[i] - mean_dn - n * mean_dn_n) * rs;
         dx[i] = accumulate ? dx[i] + value : value;
     }
 }
 
 // Block (column tile, chunk): each thread sums its column over the chunk's rows in order.
-__global__ void layernorm_param_partials_kernel(const float* __restrict__ dout, const float* __restrict__ inp,
+template <typename X>
+__global__ void layernorm_param_partials_kernel(const float* __restrict__ dout, const X* __restrict__ inp,
                                                 const float* __restrict__ mean, const float* __restrict__ rstd,
                                                 int64_t rows, int64_t C, int64_t chunks,
                                                 float* __restrict__ partials) {
@@ -90,7 +95,7 @@ __global__ void layernorm_param_partials_kernel(const float* __restrict__ dout, 
     float sum_w = 0.0f, sum_b = 0.0f;
     for (int64_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
         const float dy = dout[r * C + i];
-        const float n = (inp[r * C + i] - mean[r]) * rstd[r];
+        const float n = (load_as_float(inp[r * C + i]) - mean[r]) * rstd[r];
         sum_w += dy * n;
         sum_b += dy;
     }
@@ -117,31 +122,40 @@ unsigned column_blocks(int64_t C) { return static_cast<unsigned>((C + kColumnThr
 
 }  // namespace
 
-void layernorm_forward(const float* inp, const float* weight, const float* bias, float* out, float* mean,
-                       float* rstd, int64_t rows, int64_t C, cudaStream_t stream) {
+void layernorm_forward(const void* inp, StorageType inp_type, const float* weight, const float* bias, void* out,
+                       StorageType out_type, float* mean, float* rstd, int64_t rows, int64_t C, cudaStream_t stream) {
     if (rows == 0 || C == 0) return;
-    layernorm_forward_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(inp, weight, bias, out, mean,
-                                                                                   rstd, rows, C);
+    dispatch_storage(inp_type, [&]<typename X>() {
+        dispatch_storage(out_type, [&]<typename Y>() {
+            layernorm_forward_kernel<X, Y><<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(
+                static_cast<const X*>(inp), weight, bias, static_cast<Y*>(out), mean, rstd, rows, C);
+        });
+    });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }
 
 int64_t layernorm_backward_scratch_floats_cuda(int64_t C) { return kRowChunks * 2 * C; }
 
-void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
-                        const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
-                        bool accumulate_input, bool accumulate_params, float* scratch, cudaStream_t stream) {
+void layernorm_backward(const float* dout, const void* inp, StorageType inp_type, const float* weight,
+                        const float* mean, const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows,
+                        int64_t C, bool accumulate_input, bool accumulate_params, float* scratch, cudaStream_t stream) {
     if (rows == 0 || C == 0) return;
     // The parameter sums read dout first: dinp may overwrite it in place.
     const int64_t chunks = std::min(rows, kRowChunks);
-    layernorm_param_partials_kernel<<<dim3(column_blocks(C), static_cast<unsigned>(chunks)), kColumnThreads, 0,
-                                      stream>>>(dout, inp, mean, rstd, rows, C, chunks, scratch);
+    dispatch_storage(inp_type, [&]<typename X>() {
+        layernorm_param_partials_kernel<X><<<dim3(column_blocks(C), static_cast<unsigned>(chunks)), kColumnThreads,
+                                             0, stream>>>(dout, static_cast<const X*>(inp), mean, rstd, rows, C,
+                                                          chunks, scratch);
+    });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
     layernorm_param_sum_kernel<<<column_blocks(C), kColumnThreads, 0, stream>>>(scratch, C, chunks, dweight, dbias,
                                                                                 accumulate_params);
     TRAINBENCH_CUDA_CHECK_LAUNCH();
     if (dinp == nullptr) return;
-    layernorm_input_grad_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(
-        dout, inp, weight, mean, rstd, dinp, rows, C, accumulate_input);
+    dispatch_storage(inp_type, [&]<typename X>() {
+        layernorm_input_grad_kernel<X><<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(
+            dout, static_cast<const X*>(inp), weight, mean, rstd, dinp, rows, C, accumulate_input);
+    });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }
 

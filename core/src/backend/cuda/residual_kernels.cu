@@ -9,10 +9,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void residual_forward_kernel(const float* __restrict__ a, const float* __restrict__ b,
-                                        float* __restrict__ out, int64_t n) {
+template <typename T>
+__global__ void residual_forward_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
+                                        int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-        out[i] = a[i] + b[i];
+        out[i] = store_from_float<T>(load_as_float(a[i]) + load_as_float(b[i]));
 }
 
 __global__ void residual_backward_kernel(const float* __restrict__ dout, float* __restrict__ d_a, bool accumulate_a,
@@ -26,9 +27,12 @@ __global__ void residual_backward_kernel(const float* __restrict__ dout, float* 
 
 }  // namespace
 
-void residual_forward(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
+void residual_forward(const void* a, const void* b, void* out, StorageType type, int64_t n, cudaStream_t stream) {
     if (n == 0) return;
-    residual_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(a, b, out, n);
+    dispatch_storage(type, [&]<typename T>() {
+        residual_forward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+            static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n);
+    });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }
 
