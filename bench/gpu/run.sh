@@ -342,18 +342,25 @@ if wants sanitize; then
     short=(train --dataset "$data" --max-steps 3 --device cuda --quiet --batch-size 128 --step-size 2)
     sanitize_command() {  # sanitize_command TOOL LABEL CLI-ARGUMENTS...
       local tool="$1" label="$2"; shift 2
-      # racecheck reports 18 hazards inside cuBLASLt's own Hopper product kernel (nvjet_sm90_*,
-      # asynchronous copies into shared memory that the tool does not follow; seen 2026-11-23 in
-      # every run, MLP or GPT, once the engine measures its peak product at start): it checks
-      # every kernel but NVIDIA's.
-      local filter=()
-      [ "$tool" = racecheck ] && filter=(--kernel-name-exclude kns=nvjet)
-      compute-sanitizer --tool "$tool" ${filter[@]+"${filter[@]}"} --error-exitcode 9 "$cli" "$@" \
-        > "$work/sanitizer_${tool}_$label.log" 2>&1
-      local status=$? summary
-      summary="$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$work/sanitizer_${tool}_$label.log" | tail -1)"
+      local log="$work/sanitizer_${tool}_$label.log"
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$cli" "$@" > "$log" 2>&1
+      local status=$? summary ours
+      summary="$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)"
+      # racecheck reports hazards inside cuBLASLt's own Hopper product kernels (nvjet_sm90_*,
+      # asynchronous copies into shared memory the tool does not follow): seen 2026-11-23, 18 in
+      # every run, MLP or GPT, all within the engine's peak-product measurement at start. Those
+      # are counted apart; a hazard in any other kernel fails. (Excluding them from the tool with
+      # --kernel-name-exclude kns=nvjet made compute-sanitizer itself fail: "failed to handle a
+      # hardware exception".)
+      if [ "$tool" = racecheck ] && [ $status -eq 9 ] && ! grep -q "Sanitizer Error" "$log"; then
+        ours="$(grep "Race reported" "$log" | grep -vc "nvjet")"
+        if [ "$ours" -eq 0 ]; then
+          record "PASS compute-sanitizer racecheck ($label): no hazard in the engine's kernels ($(grep -c "Race reported" "$log") inside cuBLASLt's nvjet kernels)"
+          return
+        fi
+      fi
       if [ $status -eq 0 ]; then record "PASS compute-sanitizer $tool ($label): ${summary:-clean}"
-      else record "FAIL compute-sanitizer $tool ($label, exit $status): ${summary:-$(tail -1 "$work/sanitizer_${tool}_$label.log")}"; fi
+      else record "FAIL compute-sanitizer $tool ($label, exit $status): ${summary:-$(tail -1 "$log")}"; fi
     }
     sanitize() { local tool="$1" label="$2"; shift 2; sanitize_command "$tool" "$label" "${short[@]}" "$@"; }
     bf16_preload=(--hidden 64,64 --precision bf16 --preload-device --optimizer adam)
