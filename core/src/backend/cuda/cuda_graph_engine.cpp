@@ -7,17 +7,18 @@
 // Mixed precision (bf16, fp16) follows the CPU executor's rounding points, so that both engines
 // compute the same function: fp32 master weights, gradients and optimizer state; activations and
 // a working copy of the weights in 16 bits (the optimizer kernel refreshes the copy). A linear
-// op's products read the 16-bit working copy and 16-bit activations on the tensor cores, with
-// fp32 accumulation into an fp32 staging where the bias (from the working copy) is added before
-// the result is rounded; its backward rounds the output gradient to 16 bits for its products and
-// keeps the input gradient in fp32. Every other op widens its 16-bit inputs into the planner's
-// fp32 stagings, runs its fp32 kernel, and rounds its results into 16-bit storage; LayerNorm's
-// statistics and all activation gradients stay fp32.
+// op's products read the 16-bit working copy and 16-bit activations on the tensor cores with
+// fp32 accumulation; the bias (from the working copy) is added in fp32 before the one rounding
+// into the output. Its backward rounds the output gradient to 16 bits for its products and keeps
+// the input gradient in fp32. LayerNorm, the residual add and the activations read and write
+// 16-bit storage directly (widen on load, one rounding on store); attention, the embedding and
+// the loss widen their 16-bit inputs into the planner's fp32 stagings, run their fp32 kernels,
+// and round their results. LayerNorm's statistics and all activation gradients stay fp32.
 //
 // Memory: the planner's buffers, with their categories and in its order, except the packed
-// weights block and the weight staging, which only the CPU's products read; plus what CUDA needs besides (the
-// cuBLAS/cuBLASLt workspace, the loss and norm reductions, the labels of a feature model, and
-// d(att) of one head for the attention backward), planned in make_device_plan. The engine
+// weights block and the weight staging, which only the CPU's products read; plus what CUDA
+// needs besides (the cuBLAS/cuBLASLt workspace, the loss and norm reductions, the labels of a
+// feature model, and d(att) of one head for the attention backward), planned in make_device_plan. The engine
 // allocates exactly that list and plan_cuda_graph_memory sums it, so plan == allocation holds
 // by construction. Per-micro-batch buffers are taken from the caching DeviceAllocator when a
 // pass starts and returned when it ends; the same sizes in the same order come back from its
@@ -606,9 +607,6 @@ private:
         const int64_t rows = plan_.graph.rows(op, n);
         switch (op.kind) {
             case OpKind::linear: {
-                // The bias is a separate pass rather than a cuBLASLt epilogue: the epilogue's
-                // algorithm is chosen for one bias pointer's alignment, and these biases sit at
-                // arbitrary offsets of the parameter store.
                 // The operands in the storage type (the working copy in 16-bit runs). Product and
                 // bias are summed in fp32 and rounded once into the output, by cuBLASLt's bias
                 // epilogue where it takes this bias, else in output staging 0 (16-bit runs) or the
