@@ -51,10 +51,6 @@ void fill_random(DeviceBuffer& target, StorageType type, int64_t n, uint64_t see
     TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-cudaDataType_t cuda_type(StorageType type) {
-    return type == StorageType::f32 ? CUDA_R_32F : type == StorageType::f16 ? CUDA_R_16F : CUDA_R_16BF;
-}
-
 // Median milliseconds of one call, each repeat timed on its own between events.
 double median_ms(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream) {
     std::vector<float> times = time_gemm_ms(gemm, call, stream, kWarmup, kRepeats);
@@ -87,7 +83,7 @@ Result measure(StorageType type, const char* name, const std::vector<int64_t>& s
     GemmRunner gemm;
     DeviceBuffer workspace(GemmRunner::kWorkspaceBytes);
     gemm.set_workspace(workspace.ptr, GemmRunner::kWorkspaceBytes);
-    const cudaDataType_t storage = cuda_type(type);
+    const cudaDataType_t storage = cuda_data_type(type);
     const int64_t element = storage_bytes(type);
     Result result;
     result.precision = name;

@@ -14,15 +14,6 @@
 namespace trainbench::cuda {
 namespace {
 
-cudaDataType_t to_cuda(StorageType type) {
-    switch (type) {
-        case StorageType::f32: return CUDA_R_32F;
-        case StorageType::f16: return CUDA_R_16F;
-        case StorageType::bf16: return CUDA_R_16BF;
-    }
-    return CUDA_R_32F;
-}
-
 void run_gemm(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream) {
     if (!gemm.run(call, stream)) {
         throw Error("cuBLASLt has no algorithm for a " + std::to_string(call.m) + "x" +
@@ -134,7 +125,7 @@ void CudaEngine::forward_layer(int layer, int64_t count) {
     const bool last = layer == layout_.layer_count();
     GemmCall call = linear_forward_product(slice.in, slice.out, count, working_weight(layer),
                                            activation(layer - 1), layer_output(layer),
-                                           to_cuda(layout_.storage), working_bias(layer), GemmEpilogue::none);
+                                           cuda_data_type(layout_.storage), working_bias(layer), GemmEpilogue::none);
 
     const Activation kind = layout_.activation;
     if (!last && kind == Activation::relu) {
@@ -188,7 +179,7 @@ void CudaEngine::recompute_segment_ending_at(int layer, int64_t count) {
 }
 
 void CudaEngine::backward(int64_t count) {
-    const cudaDataType_t type = to_cuda(layout_.storage);
+    const cudaDataType_t type = cuda_data_type(layout_.storage);
     const int k = layout_.checkpoint_segment;
     auto* grads = static_cast<float*>(grads_.ptr);
     for (int layer = layout_.layer_count(); layer >= 1; --layer) {

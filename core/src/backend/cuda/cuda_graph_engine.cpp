@@ -67,7 +67,8 @@ int64_t take(int64_t& cursor, int64_t bytes) {
 // What the device holds for one EngineSpec.
 struct DevicePlan {
     GraphPlan graph;
-    StorageType storage = StorageType::f32;  // of the activations and the working weights
+    // Of the activations and the working weights.
+    StorageType storage() const { return storage_type_for(graph.precision); }
     // Allocation order. Persistent: parameters, gradients, [optimizer state], CUDA workspace.
     // Per micro-batch: the planner's (tokens, tensors, recompute slots, gradient block, kernel
     // scratch), then the attention backward's scratch.
@@ -97,27 +98,8 @@ struct DevicePlan {
     }
 };
 
-StorageType storage_of(Precision precision) {
-    switch (precision) {
-        case Precision::bf16: return StorageType::bf16;
-        case Precision::fp16: return StorageType::f16;
-        case Precision::fp32: break;
-    }
-    return StorageType::f32;
-}
-
-cudaDataType_t cuda_type_of(StorageType type) {
-    switch (type) {
-        case StorageType::bf16: return CUDA_R_16BF;
-        case StorageType::f16: return CUDA_R_16F;
-        case StorageType::f32: break;
-    }
-    return CUDA_R_32F;
-}
-
 DevicePlan make_device_plan(const EngineSpec& spec) {
     DevicePlan plan;
-    plan.storage = storage_of(spec.precision);
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
     // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too.
     plan.graph = make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),
@@ -253,7 +235,7 @@ public:
         launch.n = layout().count;
         launch.decay_end = layout().decay_end;
         launch.params_16 = params16_;
-        launch.type_16 = plan_.storage;
+        launch.type_16 = plan_.storage();
         optimizer_step_device(spec_.optimizer, launch, lr, grad_multiplier, step, stream_);
     }
 
@@ -453,7 +435,7 @@ private:
 
     // 16-bit runs: the working copy the products read, rounded from the master weights.
     void round_working_weights() {
-        if (params16_ != nullptr) convert_from_f32(params_, params16_, plan_.storage, layout().count, stream_);
+        if (params16_ != nullptr) convert_from_f32(params_, params16_, plan_.storage(), layout().count, stream_);
     }
 
     void materialise_zero_grad() {
@@ -464,14 +446,14 @@ private:
 
     // Tensor t's buffer: fp32 values, or 16-bit codes where the plan stores it in 16 bits.
     void* stored(int t) const { return tensors_[static_cast<size_t>(t)]; }
-    StorageType type_of(int t) const { return plan_.graph.stored_16bit(t) ? plan_.storage : StorageType::f32; }
+    StorageType type_of(int t) const { return plan_.graph.stored_16bit(t) ? plan_.storage() : StorageType::f32; }
     // The buffer of a tensor stored in fp32 (every tensor in fp32 runs, statistics in 16-bit ones).
     float* tensor(int t) const { return static_cast<float*>(stored(t)); }
     // fp32 values of tensor t for a kernel to read: its buffer, or its 16-bit codes widened into
     // `staging`.
     const float* read(int t, int64_t samples, float* staging) const {
         if (!plan_.graph.stored_16bit(t)) return tensor(t);
-        convert_to_f32(stored(t), plan_.storage, staging, tensor_count(t, samples), stream_);
+        convert_to_f32(stored(t), plan_.storage(), staging, tensor_count(t, samples), stream_);
         return staging;
     }
     const float* input(const OpDesc& op, size_t k, int64_t samples) const {
@@ -485,7 +467,7 @@ private:
     void store_outputs(const OpDesc& op, int64_t samples) const {
         for (size_t k = 0; k < op.outputs.size(); ++k)
             if (plan_.graph.stored_16bit(op.outputs[k]))
-                convert_from_f32(output_staging_.at(k), stored(op.outputs[k]), plan_.storage,
+                convert_from_f32(output_staging_.at(k), stored(op.outputs[k]), plan_.storage(),
                                  tensor_count(op.outputs[k], samples), stream_);
     }
     // An output the backward reads again, widened into the staging it was computed in.
@@ -497,7 +479,7 @@ private:
     static bool epilogue_takes(const void* bias) { return reinterpret_cast<uintptr_t>(bias) % 16 == 0; }
     // A parameter's 16-bit working copy (16-bit runs).
     void* working_param(int p) const {
-        return static_cast<char*>(params16_) + layout().offset[static_cast<size_t>(p)] * storage_bytes(plan_.storage);
+        return static_cast<char*>(params16_) + layout().offset[static_cast<size_t>(p)] * storage_bytes(plan_.storage());
     }
     float* grad(int t) const {
         if (t < 0) return nullptr;
@@ -570,7 +552,7 @@ private:
         float* landing = round_input ? input_staging_[0] : tensor(0);
         TRAINBENCH_CUDA_CHECK(
             cudaMemcpyAsync(landing, host_inputs_, inputs * sizeof(float), cudaMemcpyHostToDevice, stream_));
-        if (round_input) convert_from_f32(landing, stored(0), plan_.storage, inputs, stream_);
+        if (round_input) convert_from_f32(landing, stored(0), plan_.storage(), inputs, stream_);
         if (classification) {
             labels_ = static_cast<int32_t*>(workspace_at(plan_.labels_offset));
             std::memcpy(host_labels_, batch.labels, terms * sizeof(int32_t));
@@ -616,11 +598,11 @@ private:
                 const bool sixteen = plan_.graph.sixteen_bit();
                 const void* weight = sixteen ? working_param(op.params[0]) : param(op.params[0]);
                 const void* bias = op.params.size() > 1 ? (sixteen ? working_param(op.params[1]) : param(op.params[1])) : nullptr;
-                const cudaDataType_t operands = cuda_type_of(plan_.storage);
+                const cudaDataType_t operands = cuda_data_type(plan_.storage());
                 if (bias != nullptr && epilogue_takes(bias)) {
                     GemmCall fused = linear_forward_product(in, out, rows, weight, stored(op.inputs[0]),
                                                             stored(op.outputs[0]), operands, bias, GemmEpilogue::bias);
-                    fused.output_type = cuda_type_of(type_of(op.outputs[0]));
+                    fused.output_type = cuda_data_type(type_of(op.outputs[0]));
                     if (gemm_->run(fused, stream_)) return;
                 }
                 float* result = output(op, 0);
@@ -629,7 +611,7 @@ private:
                 product.output_type = CUDA_R_32F;
                 run_gemm(*gemm_, product, stream_);
                 if (bias != nullptr)
-                    add_bias(result, StorageType::f32, bias, sixteen ? plan_.storage : StorageType::f32, out, rows, stream_);
+                    add_bias(result, StorageType::f32, bias, sixteen ? plan_.storage() : StorageType::f32, out, rows, stream_);
                 break;
             }
             case OpKind::activation:
@@ -739,11 +721,11 @@ private:
                 const bool sixteen = plan_.graph.sixteen_bit();
                 const void* dz = dout;
                 if (sixteen) {
-                    convert_from_f32(dout, output_staging_[0], plan_.storage, tensor_count(op.outputs[0], n), stream_);
+                    convert_from_f32(dout, output_staging_[0], plan_.storage(), tensor_count(op.outputs[0], n), stream_);
                     dz = output_staging_[0];
                 }
-                const StorageType dz_type = sixteen ? plan_.storage : StorageType::f32;
-                const cudaDataType_t operands = cuda_type_of(dz_type);
+                const StorageType dz_type = sixteen ? plan_.storage() : StorageType::f32;
+                const cudaDataType_t operands = cuda_data_type(dz_type);
                 run_gemm(*gemm_,
                          linear_weight_grad_product(in, out, rows, stored(op.inputs[0]), dz, param_grad(op.params[0]),
                                                     operands, accumulates_param(o, 0)),

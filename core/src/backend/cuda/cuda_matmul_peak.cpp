@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/gemm.hpp"
+#include "backend/cuda/kernels.hpp"
 
 namespace trainbench {
 
@@ -15,9 +16,7 @@ CudaMatmulPeak measure_cuda_matmul_flops(int device_index, Precision precision) 
     cudaDeviceProp properties{};
     TRAINBENCH_CUDA_CHECK(cudaGetDeviceProperties(&properties, device_index));
 
-    const cudaDataType_t type = precision == Precision::bf16   ? CUDA_R_16BF
-                                : precision == Precision::fp16 ? CUDA_R_16F
-                                                               : CUDA_R_32F;
+    const cudaDataType_t type = cuda::cuda_data_type(cuda::storage_type_for(precision));
     const size_t element = type == CUDA_R_32F ? 4 : 2;
     const size_t matrix_bytes = static_cast<size_t>(n * n) * element;
     void* a = nullptr;

@@ -48,15 +48,6 @@ int best_segment_length(int layers, bool keeps_preactivation) {
 
 }  // namespace
 
-StorageType storage_type_for(Precision precision) {
-    switch (precision) {
-        case Precision::fp32: return StorageType::f32;
-        case Precision::fp16: return StorageType::f16;
-        case Precision::bf16: return StorageType::bf16;
-    }
-    return StorageType::f32;
-}
-
 EngineLayout make_engine_layout(const EngineSpec& spec) {
     const std::vector<int64_t> sizes = mlp_layer_sizes(spec.model);
     if (sizes.size() < 2) throw Error("the model needs an input and an output size");

@@ -64,7 +64,6 @@ struct EngineLayout {
 };
 
 EngineLayout make_engine_layout(const EngineSpec& spec);
-StorageType storage_type_for(Precision precision);
 
 // Bytes per category the engine allocates for this layout, as the allocator rounds them.
 std::array<int64_t, kMemoryCategoryCount> planned_bytes(const EngineLayout& layout);

@@ -4,6 +4,7 @@
 // in the run's storage type: fp32, or fp16/bf16 for mixed precision. Every launcher checks
 // its launch and enqueues on `stream` without synchronising.
 #include <cuda_runtime.h>
+#include <library_types.h>
 
 #include <cstdint>
 
@@ -13,6 +14,24 @@ namespace trainbench::cuda {
 
 enum class StorageType { f32, f16, bf16 };
 inline int64_t storage_bytes(StorageType type) { return type == StorageType::f32 ? 4 : 2; }
+// What a run's precision stores its activations and working weights in.
+inline StorageType storage_type_for(Precision precision) {
+    switch (precision) {
+        case Precision::fp16: return StorageType::f16;
+        case Precision::bf16: return StorageType::bf16;
+        case Precision::fp32: break;
+    }
+    return StorageType::f32;
+}
+// The same type as cuBLAS/cuBLASLt name it.
+inline cudaDataType_t cuda_data_type(StorageType type) {
+    switch (type) {
+        case StorageType::f16: return CUDA_R_16F;
+        case StorageType::bf16: return CUDA_R_16BF;
+        case StorageType::f32: break;
+    }
+    return CUDA_R_32F;
+}
 
 // --- data_kernels.cu: getting samples onto the device
 void convert_from_f32(const float* source, void* destination, StorageType type, int64_t n,
