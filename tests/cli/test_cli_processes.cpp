@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "cli/cli_process.hpp"
+#include "core/same_bits.hpp"
 #include "core/weights_difference.hpp"
 #include "trainbench/processes.hpp"
 
 namespace {
 
-using testing::bit_identical;
 using testing::difference_in_tolerances;
 
 // 162 samples, 10% held out: 146 training samples in batches of 48 = 3 full batches and a last
@@ -69,7 +69,7 @@ class CliProcessesTest : public QObject {
     // rounding (difference_in_tolerances); otherwise how far apart they are.
     QString differs_from(const QString& reference, const QString& name, bool bit_for_bit) const {
         if (bit_for_bit)
-            return bit_identical(weights(reference), weights(name)) ? QString() : name + " differs from " + reference;
+            return same_bits(weights(reference), weights(name)) ? QString() : name + " differs from " + reference;
         const double difference = difference_in_tolerances(weights(reference), weights(name));
         return difference <= 1.0 ? QString()
                                  : QString("%1 differs from %2 by %3 of the tolerance").arg(name, reference).arg(difference);

@@ -28,13 +28,4 @@ inline double difference_in_tolerances(const trainbench::ModelWeights& a, const 
     return worst;
 }
 
-inline bool bit_identical(const trainbench::ModelWeights& a, const trainbench::ModelWeights& b) {
-    if (a.tensors.size() != b.tensors.size()) return false;
-    for (const auto& tensor : a.tensors) {
-        const trainbench::NamedTensor* other = b.find(tensor.name);
-        if (!other || other->data != tensor.data) return false;
-    }
-    return true;
-}
-
 }  // namespace testing
