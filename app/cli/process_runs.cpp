@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "mpi_launch.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
+#include "trainbench/run_events.hpp"
 #include "trainbench/run_plan.hpp"
 
 extern char** environ;
@@ -46,50 +46,6 @@ private:
     std::filesystem::path path_;
 };
 
-std::vector<std::string> split(const std::string& line) {
-    std::vector<std::string> fields;
-    size_t start = 0;
-    while (true) {
-        const size_t comma = line.find(',', start);
-        fields.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-        if (comma == std::string::npos) return fields;
-        start = comma + 1;
-    }
-}
-
-double number_in(const std::map<std::string, std::string>& row, const char* column) {
-    const auto it = row.find(column);
-    if (it == row.end() || it->second.empty()) return 0.0;
-    return std::stod(it->second);
-}
-
-// Process 0's rows of the metrics CSV (docs/METRICS.md), as the StepMetrics the comparison reads.
-void report_updates(const std::string& path, const Observer& observer) {
-    std::ifstream in(path);
-    std::string line;
-    if (!std::getline(in, line)) return;
-    const std::vector<std::string> header = split(line);
-    while (std::getline(in, line)) {
-        const std::vector<std::string> fields = split(line);
-        std::map<std::string, std::string> row;
-        for (size_t k = 0; k < header.size() && k < fields.size(); ++k) row[header[k]] = fields[k];
-        StepMetrics m;
-        m.update = static_cast<int64_t>(number_in(row, "update"));
-        m.epoch = static_cast<int64_t>(number_in(row, "epoch"));
-        m.samples_seen = static_cast<int64_t>(number_in(row, "samples_seen"));
-        m.wall_seconds = number_in(row, "wall_seconds");
-        m.loss = number_in(row, "loss");
-        m.update_ms = number_in(row, "update_ms");
-        m.comm_ms = number_in(row, "comm_ms");
-        m.batch_samples = static_cast<int64_t>(number_in(row, "batch_samples"));
-        m.memory.reserved_peak = static_cast<int64_t>(number_in(row, "mem_peak_total"));
-        m.memory.peak[static_cast<size_t>(MemoryCategory::activations)] =
-            static_cast<int64_t>(number_in(row, "mem_update_peak_activations"));
-        m.rss_bytes = static_cast<int64_t>(number_in(row, "rss_bytes"));
-        if (observer.on_update) observer.on_update(m);
-    }
-}
-
 std::string last_line_of(const std::string& path) {
     std::ifstream in(path);
     std::string line, last;
@@ -108,12 +64,12 @@ RunResult run_in_processes(const RunConfig& config, const Dataset& data, const O
 
     const ScratchFolder scratch;
     const std::string config_path = scratch.file("config.json");
-    const std::string metrics_path = scratch.file("metrics.csv");
+    const std::string events_path = scratch.file("events.jsonl");
     const std::string errors_path = scratch.file("errors.txt");
     std::ofstream(config_path) << config_to_json(config);
 
     std::vector<std::string> arguments = {this_program_path(), "train",         "--config", config_path,
-                                          "--metrics-out",     metrics_path, "--quiet"};
+                                          "--events-out",      events_path,  "--quiet"};
     std::vector<char*> argv;
     for (auto& argument : arguments) argv.push_back(argument.data());
     argv.push_back(nullptr);
@@ -140,17 +96,43 @@ RunResult run_in_processes(const RunConfig& config, const Dataset& data, const O
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (std::filesystem::exists(metrics_path)) report_updates(metrics_path, observer);
-    if (code == 0) {
-        result.reason = StopReason::max_steps;
+    // Process 0's updates, evaluations and notes, as train() would have reported them here; the
+    // plan was reported above.
+    Observer replay = observer;
+    replay.on_start = nullptr;
+    replay.on_update = [&](const StepMetrics& m) {
+        result.last = m;
+        if (observer.on_update) observer.on_update(m);
+    };
+    replay.on_epoch_end = [&](const EpochMetrics& e) {
+        result.last_epoch = e;
+        if (observer.on_epoch_end) observer.on_epoch_end(e);
+    };
+    RunEventReader events(replay);
+    std::ifstream stream(events_path);
+    std::string unreadable;  // a line cut short by a killed process
+    for (std::string line; unreadable.empty() && std::getline(stream, line);) {
+        try {
+            events.read_line(line);
+        } catch (const Error& e) {
+            unreadable = e.what();
+        }
+    }
+    if (events.end()) {
+        result.reason = events.end()->reason;
+        result.message = events.end()->message;
+        result.seconds = events.end()->seconds;
     } else if (interrupted) {
         result.reason = StopReason::stopped;
     } else {
+        // No end event: a process died, or the run failed before training; its last error
+        // line says why.
         result.reason = StopReason::failed;
         const std::string error = last_line_of(errors_path);
-        result.message = error.empty() ? "the " + std::to_string(config.processes) +
-                                             "-process run exited with status " + std::to_string(code)
-                                       : error;
+        result.message = !error.empty()      ? error
+                         : !unreadable.empty() ? unreadable
+                                               : "the " + std::to_string(config.processes) +
+                                                     "-process run exited with status " + std::to_string(code);
     }
     return result;
 }

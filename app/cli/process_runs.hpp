@@ -1,8 +1,8 @@
 #pragma once
 // A run of several processes inside `trainbench-cli compare`: the comparison trains its other
 // rows in this process, but a data-parallel row needs an MPI job, so it runs as a child
-// `trainbench-cli train --config FILE --metrics-out FILE.csv` (which starts itself under mpirun)
-// and its metrics are read back from that CSV.
+// `trainbench-cli train --config FILE --events-out FILE` (which starts itself under mpirun)
+// and its progress is read back from that event stream (trainbench/run_events.hpp).
 #include <atomic>
 
 #include "trainbench/dataset.hpp"

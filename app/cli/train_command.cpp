@@ -1,6 +1,8 @@
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/processes.hpp"
+#include "trainbench/run_events.hpp"
 #include "trainbench/trainer.hpp"
 
 namespace trainbench::cli {
@@ -26,11 +29,47 @@ struct TrainArguments {
         command.add_flag("--print-config", print_config,
                          "print the resolved configuration as JSON and exit");
         command.add_flag("--quiet,-q", quiet, "no progress output; only the final summary");
+        command.add_option("--events-out", events_out,
+                           "stream the run as JSON lines to FILE, or to stdout with '-' (the progress and "
+                           "the summary then go to stderr); docs/METRICS.md");
     }
     RunFlags flags;
     bool print_config = false;
     bool quiet = false;
+    std::string events_out;
 };
+
+// `--events-out`: one line per event, flushed as it is written, so a reader sees each update
+// as it happens (the app reads a multi-process run's progress this way).
+class EventStream {
+public:
+    explicit EventStream(const std::string& path) {
+        if (path == "-") {
+            file_ = stdout;
+        } else {
+            file_ = std::fopen(path.c_str(), "w");
+            if (!file_)
+                throw Error("cannot write the event stream " + path + ": " + std::strerror(errno) +
+                            "; check the folder exists and is writable");
+            owned_ = true;
+        }
+    }
+    ~EventStream() {
+        if (owned_) std::fclose(file_);
+    }
+    EventStream(const EventStream&) = delete;
+    EventStream& operator=(const EventStream&) = delete;
+    void write(const std::string& line) {
+        std::fputs(line.c_str(), file_);
+        std::fputc('\n', file_);
+        std::fflush(file_);
+    }
+
+private:
+    std::FILE* file_ = nullptr;
+    bool owned_ = false;
+};
+
 
 void print_summary(std::FILE* out, const RunResult& result, int64_t peak_rss) {
     const StepMetrics& last = result.last;
@@ -96,26 +135,43 @@ int run_train(const TrainArguments& arguments) {
     std::optional<MetricsCsvWriter> metrics;
     if (!config.metrics_out.empty()) metrics.emplace(config.metrics_out);
     if (!config.save_weights.empty()) check_writable(config.save_weights);
+    std::optional<EventStream> events;
+    if (!arguments.events_out.empty()) events.emplace(arguments.events_out);
+    // With the events on stdout, everything meant for a person goes to stderr.
+    std::FILE* const human = arguments.events_out == "-" ? stderr : stdout;
     RunConfig engine_config = config;
     engine_config.metrics_out.clear();
     engine_config.save_weights.clear();
 
     install_interrupt_handlers();
-    ProgressDisplay progress(stdout, ::isatty(STDOUT_FILENO) != 0, arguments.quiet);
+    ProgressDisplay progress(human, ::isatty(::fileno(human)) != 0, arguments.quiet);
     int64_t peak_rss = 0;
+    const Observer event_writer =
+        events ? event_writing_observer([&](const std::string& line) { events->write(line); }) : Observer{};
     Observer observer;
-    observer.on_start = [&](const RunPlan& plan) { progress.start(plan); };
+    observer.on_start = [&](const RunPlan& plan) {
+        progress.start(plan);
+        if (events) event_writer.on_start(plan);
+    };
     observer.on_update = [&](const StepMetrics& m) {
         if (metrics) metrics->add_update(m);
         if (m.rss_bytes > peak_rss) peak_rss = m.rss_bytes;
         progress.update(m);
+        if (events) event_writer.on_update(m);
     };
     observer.on_epoch_end = [&](const EpochMetrics& epoch) {
         if (metrics) metrics->add_epoch_end(epoch);
         progress.epoch_end(epoch);
+        if (events) event_writer.on_epoch_end(epoch);
     };
-    observer.on_note = [&](const std::string& text) { progress.note(text); };
-    observer.on_sample = [&](int64_t update, const std::string& text) { progress.sample(update, text); };
+    observer.on_note = [&](const std::string& text) {
+        progress.note(text);
+        if (events) event_writer.on_note(text);
+    };
+    observer.on_sample = [&](int64_t update, const std::string& text) {
+        progress.sample(update, text);
+        if (events) event_writer.on_sample(update, text);
+    };
 
     RunResult result = train(engine_config, observer, &stop_requested(), nullptr);
     progress.finish();
@@ -123,9 +179,10 @@ int run_train(const TrainArguments& arguments) {
     const bool finished =
         result.reason == StopReason::completed || result.reason == StopReason::max_steps;
     const bool interrupted = result.reason == StopReason::stopped;
-    print_summary(stdout, result, peak_rss);
-    std::fflush(stdout);
+    print_summary(human, result, peak_rss);
+    std::fflush(human);
     if (!finished && !interrupted) {
+        if (events) events->write(end_event_line(result));
         std::string why = result.message.empty() ? to_string(result.reason) : result.message;
         throw Error("training " + to_string(result.reason) + " at update " +
                     std::to_string(result.last.update) + ": " + why +
@@ -133,14 +190,16 @@ int run_train(const TrainArguments& arguments) {
     }
     if (metrics) {
         metrics->commit();
-        std::printf("metrics: %" PRId64 " rows written to %s\n", metrics->rows_written(),
-                    config.metrics_out.c_str());
+        std::fprintf(human, "metrics: %" PRId64 " rows written to %s\n", metrics->rows_written(),
+                     config.metrics_out.c_str());
     }
     if (!config.save_weights.empty() && !result.weights.empty()) {
         save_weights(config.save_weights, result.weights);
-        std::printf("weights: saved to %s%s\n", config.save_weights.c_str(),
-                    interrupted ? " (as they were when the run was interrupted)" : "");
+        std::fprintf(human, "weights: saved to %s%s\n", config.save_weights.c_str(),
+                     interrupted ? " (as they were when the run was interrupted)" : "");
     }
+    // Last, so that a reader that sees it finds the output files in place.
+    if (events) events->write(end_event_line(result));
     return interrupted ? (received_signal() > 0 ? 128 + received_signal() : kExitInterrupted)
                        : kExitSuccess;
 }

@@ -1,6 +1,6 @@
 // End-to-end runs of `trainbench-cli train` on synthetic data: it learns, the metrics CSV has
-// one row per update, weights round-trip through --save-weights/--init-weights, and Ctrl-C
-// stops the run but keeps what was measured.
+// one row per update, weights round-trip through --save-weights/--init-weights, Ctrl-C
+// stops the run but keeps what was measured, and --events-out streams the run as JSON lines.
 #include <QElapsedTimer>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -8,8 +8,11 @@
 
 #include <csignal>
 #include <map>
+#include <vector>
 
 #include "cli/cli_process.hpp"
+#include "trainbench/error.hpp"
+#include "trainbench/run_events.hpp"
 
 namespace {
 
@@ -188,6 +191,53 @@ private slots:
         QVERIFY(QFile::exists(weights));
         QVERIFY(!QFile::exists(metrics + ".tmp"));
         QVERIFY(!QFile::exists(weights + ".tmp"));
+    }
+
+    // --events-out -: stdout carries only the event lines (docs/METRICS.md), one plan, an update
+    // per update the summary reports, the evaluations, and an end event last; the summary moves
+    // to stderr.
+    void event_stream_on_stdout() {
+        const CliRun run = run_cli({"train", "--dataset", "spirals", "--samples", "300", "--epochs", "3",
+                                    "--batch-size", "64", "--threads", "1", "--events-out", "-"});
+        QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+        std::vector<trainbench::RunPlan> plans;
+        std::vector<trainbench::StepMetrics> updates;
+        int evaluations = 0;
+        trainbench::Observer observer;
+        observer.on_start = [&](const trainbench::RunPlan& plan) {
+            QVERIFY(updates.empty());
+            plans.push_back(plan);
+        };
+        observer.on_update = [&](const trainbench::StepMetrics& m) { updates.push_back(m); };
+        observer.on_epoch_end = [&](const trainbench::EpochMetrics&) { ++evaluations; };
+        trainbench::RunEventReader reader(observer);
+        const QStringList lines = run.out.split('\n', Qt::SkipEmptyParts);
+        for (const QString& line : lines) {
+            QVERIFY2(!reader.end(), "an event after the end event");
+            try {
+                reader.read_line(line.toStdString());
+            } catch (const trainbench::Error& e) {
+                QFAIL(e.what());
+            }
+        }
+        QCOMPARE(plans.size(), size_t{1});
+        QCOMPARE(static_cast<int>(updates.size()), reported_updates(run.err));
+        QCOMPARE(static_cast<int64_t>(updates.size()), plans[0].total_updates);
+        for (size_t k = 0; k < updates.size(); ++k) QCOMPARE(updates[k].update, static_cast<int64_t>(k + 1));
+        QCOMPARE(evaluations, 3);
+        QVERIFY(reader.end());
+        QCOMPARE(reader.end()->reason, trainbench::StopReason::completed);
+        QCOMPARE(reader.end()->updates, plans[0].total_updates);
+        QVERIFY2(run.err.contains("final loss"), qPrintable(run.err));
+    }
+
+    void event_stream_in_a_missing_folder_is_one_error_before_training() {
+        const CliRun run = run_cli({"train", "--dataset", "spirals", "--samples", "300", "--epochs", "3",
+                                    "--events-out", path("no-such-folder/events.jsonl")});
+        QCOMPARE(run.exit_code, 1);
+        QCOMPARE(run.error_lines().size(), 1);
+        QVERIFY2(run.err.contains("cannot write the event stream"), qPrintable(run.err));
+        QVERIFY2(!run.out.contains("update "), qPrintable(run.out));
     }
 };
 
