@@ -11,6 +11,7 @@
 #include "slider_field_controls.hpp"
 #include "trainbench/config_fields.hpp"
 #include "trainbench/error.hpp"
+#include "trainbench/processes.hpp"
 
 namespace trainbench::ui {
 namespace {
@@ -206,6 +207,9 @@ void ConfigPanel::revalidate(const RunConfig& c) {
     }
     try {
         validate(c);
+        if (c.processes > 1)
+            if (const std::string why = several_processes_unavailable(c.processes); !why.empty())
+                throw Error(why, "processes");
         datasets_.request(c);
         if (const auto data = datasets_.find(c)) {
             plan_ = plan_run(c, *data);
@@ -228,11 +232,16 @@ void ConfigPanel::updateDerivedText(const RunConfig& c) {
         model_size_->clear();
         return;
     }
-    const auto micro = split_micro_batches(c.batch_size, c.step_size);
+    // Each process takes a share of the global batch and cuts it into step_size micro-batches.
+    const int64_t processes = std::max<int64_t>(1, c.processes);
+    const auto shares = split_micro_batches(c.batch_size, std::min(processes, c.batch_size));
+    const auto micro = split_micro_batches(shares.front(), std::min(c.step_size, shares.front()));
+    const int64_t smallest = split_micro_batches(shares.back(), std::min(c.step_size, shares.back())).back();
     QString text = tr("global batch %1 = micro-batch %2 × step_size %3").arg(c.batch_size).arg(micro.front()).arg(c.step_size);
-    if (micro.front() != micro.back()) text += tr(" (micro-batches of %1 and %2)").arg(micro.front()).arg(micro.back());
+    if (processes > 1) text += tr(" × processes %1").arg(processes);
+    if (micro.front() != smallest) text += tr(" (micro-batches of %1 and %2)").arg(micro.front()).arg(smallest);
     if (c.model == ModelFamily::gpt)
-        text += tr("\n%L1 tokens per update = micro-batch × step_size × context %2")
+        text += tr("\n%L1 tokens per update = global batch × context %2")
                     .arg(c.batch_size * c.block_size)
                     .arg(c.block_size);
 
@@ -243,7 +252,7 @@ void ConfigPanel::updateDerivedText(const RunConfig& c) {
                     .arg(plan_->total_updates)
                     .arg(plan_->train_samples)
                     .arg(samples);
-        QString memory = tr("Memory plan: %1 (%2)").arg(q(format_bytes(plan_->planned_total())),
+        QString memory = (processes > 1 ? tr("Memory plan per process: %1 (%2)") : tr("Memory plan: %1 (%2)")).arg(q(format_bytes(plan_->planned_total())),
                                                         categories_text(plan_->planned_bytes));
         if (c.memory_limit_bytes > 0)
             memory += tr("; fits the %1 budget").arg(q(format_bytes(c.memory_limit_bytes)));

@@ -60,7 +60,7 @@ QStringList curves_csv_columns() {
     columns << "mem_peak_total" << "device_used_bytes";
     for (MemoryCategory category : kCategoryColumns)
         columns << "mem_update_peak_" + category_name(category);
-    columns << "tokens_per_second" << "mfu";
+    columns << "tokens_per_second" << "mfu" << "comm_ms";
     return columns;
 }
 
@@ -83,7 +83,7 @@ void write_curves_csv(const QString& path, const std::vector<const RunRecord*>& 
                                              gpt ? QString::number(c.block_size) : QString(),
                                              QString::number(c.batch_size),
                                              QString::number(c.step_size),
-                                             QString::number((c.batch_size + c.step_size - 1) / c.step_size),
+                                             QString::number(largest_micro_batch(c.batch_size, c.step_size, c.processes)),
                                              QString::fromStdString(to_string(c.precision)),
                                              QString::fromStdString(c.device),
                                              QString::fromStdString(to_string(c.optimizer.kind)),
@@ -102,6 +102,7 @@ void write_curves_csv(const QString& path, const std::vector<const RunRecord*>& 
             // only, MFU where the device's peak is known.
             out << ',' << (step.tokens_per_second > 0.0 ? exact(step.tokens_per_second) : QString()) << ','
                 << (std::isfinite(step.mfu) ? exact(step.mfu) : QString());
+            out << ',' << exact(step.comm_ms);
             out << '\n';
         }
     }
@@ -112,7 +113,7 @@ void write_curves_csv(const QString& path, const std::vector<const RunRecord*>& 
 void write_curves_json(const QString& path, const std::vector<const RunRecord*>& runs) {
     QJsonArray run_array;
     for (const auto* run : runs) {
-        QJsonArray update, epoch, samples, wall, loss, lr, update_ms, throughput, tokens, mfu;
+        QJsonArray update, epoch, samples, wall, loss, lr, update_ms, comm_ms, throughput, tokens, mfu;
         for (const auto& step : run->steps) {
             update.append(static_cast<qint64>(step.update));
             epoch.append(static_cast<qint64>(step.epoch));
@@ -121,6 +122,7 @@ void write_curves_json(const QString& path, const std::vector<const RunRecord*>&
             loss.append(step.loss);
             lr.append(step.learning_rate);
             update_ms.append(step.update_ms);
+            comm_ms.append(step.comm_ms);
             throughput.append(step.samples_per_second);
             // null where they do not apply (an MLP's tokens, an unknown peak's MFU)
             tokens.append(step.tokens_per_second > 0.0 ? QJsonValue(step.tokens_per_second) : QJsonValue());
@@ -143,7 +145,8 @@ void write_curves_json(const QString& path, const std::vector<const RunRecord*>&
         entry["config"] = QJsonDocument::fromJson(QByteArray::fromStdString(config_to_json(run->config))).object();
         entry["updates"] = QJsonObject{{"update", update},   {"epoch", epoch},         {"samples_seen", samples},
                                        {"wall_seconds", wall}, {"loss", loss},         {"learning_rate", lr},
-                                       {"update_ms", update_ms}, {"samples_per_second", throughput},
+                                       {"update_ms", update_ms}, {"comm_ms", comm_ms},
+                                       {"samples_per_second", throughput},
                                        {"tokens_per_second", tokens}, {"mfu", mfu}};
         entry["epochs"] = validation;
         entry["samples"] = text_samples;

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "metrics_buffer.hpp"
+#include "process_run.hpp"
 #include "trainbench/trainer.hpp"
 
 namespace trainbench::ui {
@@ -18,6 +19,8 @@ struct RunController::Job {
     std::atomic<bool> stop{false};
     bool discard = false;
     MetricsBuffer buffer;
+    // Several processes: the child run (no thread then).
+    std::unique_ptr<ProcessRun> process;
     // Written by the worker before it finishes; read after QThread::finished.
     RunResult result;
     QString error;
@@ -29,15 +32,21 @@ struct RunController::PendingStart {
     std::shared_ptr<const Dataset> data;
 };
 
-RunController::RunController(RunStore& store, QObject* parent) : QObject(parent), store_(store) {
+RunController::RunController(RunStore& store, QObject* parent)
+    : QObject(parent), store_(store),
+      cli_program_(QCoreApplication::applicationDirPath() + QStringLiteral("/trainbench-cli")) {
     drain_timer_.setInterval(kDrainIntervalMs);
     connect(&drain_timer_, &QTimer::timeout, this, &RunController::drain);
 }
 
 RunController::~RunController() {
     pending_.reset();
-    if (job_) {
-        job_->stop = true;
+    if (!job_) return;
+    job_->stop = true;
+    if (job_->process) {
+        job_->process->disconnect(this);
+        job_->process->finishWithin(10000);
+    } else {
         thread_->wait();
         delete thread_;
     }
@@ -53,12 +62,17 @@ void RunController::submit(const RunConfig& config, std::shared_ptr<const Datase
     }
     pending_ = std::make_unique<PendingStart>(PendingStart{config, std::move(data)});
     job_->discard = job_->discard || discardActive;
-    job_->stop = true;
+    stopActive();
 }
 
 void RunController::requestStop() {
     pending_.reset();
-    if (job_) job_->stop = true;
+    if (job_) stopActive();
+}
+
+void RunController::stopActive() {
+    job_->stop = true;
+    if (job_->process) job_->process->requestStop();
 }
 
 void RunController::startNow(const RunConfig& config, std::shared_ptr<const Dataset> data) {
@@ -67,6 +81,16 @@ void RunController::startNow(const RunConfig& config, std::shared_ptr<const Data
     job->data = std::move(data);
     job->run_id = store_.addRun(config).id;
     job_ = job;
+    if (config.processes > 1) {
+        // MPI starts the processes; the data set is theirs to load.
+        job->data.reset();
+        job->process = std::make_unique<ProcessRun>(config, cli_program_, job->buffer.observer());
+        connect(job->process.get(), &ProcessRun::finished, this, &RunController::onJobFinished, Qt::QueuedConnection);
+        job->process->start();
+        drain_timer_.start();
+        emit runStarted(job->run_id);
+        return;
+    }
     thread_ = QThread::create([job] {
         try {
             job->result = train(job->config, job->buffer.observer(), &job->stop, job->data);
@@ -75,7 +99,7 @@ void RunController::startNow(const RunConfig& config, std::shared_ptr<const Data
         }
     });
     thread_->setObjectName(QStringLiteral("trainbench-run-%1").arg(job->run_id));
-    connect(thread_, &QThread::finished, this, &RunController::onThreadFinished);
+    connect(thread_, &QThread::finished, this, &RunController::onJobFinished);
     thread_->start();
     drain_timer_.start();
     emit runStarted(job->run_id);
@@ -99,12 +123,17 @@ void RunController::drain() {
     emit metricsDrained(job_->run_id);
 }
 
-void RunController::onThreadFinished() {
+void RunController::onJobFinished() {
     drain();
     drain_timer_.stop();
     auto job = std::move(job_);
-    thread_->deleteLater();
-    thread_ = nullptr;
+    if (job->process) {
+        job->result = job->process->result();
+        job->process.release()->deleteLater();
+    } else {
+        thread_->deleteLater();
+        thread_ = nullptr;
+    }
 
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - job->started).count();

@@ -1,5 +1,6 @@
 #pragma once
 #include <QElapsedTimer>
+#include <QString>
 #include <QObject>
 #include <QTimer>
 #include <memory>
@@ -11,9 +12,11 @@ class QThread;
 
 namespace trainbench::ui {
 
-// Runs trainbench::train on a worker thread, one run at a time. A GUI-thread timer drains the
-// worker's metrics into the RunStore about 30 times a second; the end of a run arrives through
-// QThread::finished, a queued signal, so nothing here ever waits on the engine.
+// Runs trainbench::train on a worker thread, one run at a time; a run of several processes runs
+// as a child trainbench-cli under mpirun instead (ProcessRun), its event stream read into the same
+// buffer. A GUI-thread timer drains the metrics into the RunStore about 30 times a second; the
+// end of a run arrives through a queued signal (QThread::finished, ProcessRun::finished), so
+// nothing here ever waits on the engine.
 class RunController : public QObject {
     Q_OBJECT
 public:
@@ -30,6 +33,9 @@ public:
     void submit(const RunConfig& config, std::shared_ptr<const Dataset> data = nullptr,
                 bool discardActive = false);
     void requestStop();
+    // The trainbench-cli that runs several processes; by default the one beside the app.
+    void setCliProgram(const QString& path) { cli_program_ = path; }
+    const QString& cliProgram() const { return cli_program_; }
     // Blocks until no run is active; for shutdown and tests. Returns false on timeout.
     bool waitUntilIdle(int timeoutMs);
 
@@ -43,13 +49,15 @@ private:
     struct PendingStart;
     void startNow(const RunConfig& config, std::shared_ptr<const Dataset> data);
     void drain();
-    void onThreadFinished();
+    void stopActive();
+    void onJobFinished();
 
     RunStore& store_;
     std::shared_ptr<Job> job_;
     QThread* thread_ = nullptr;
     QTimer drain_timer_;
     std::unique_ptr<PendingStart> pending_;
+    QString cli_program_;
 };
 
 }  // namespace trainbench::ui

@@ -68,7 +68,8 @@ QString hidden_layers_text(const std::vector<int64_t>& hidden) {
 }
 
 QString key_settings_text(const RunConfig& config) {
-    const auto micro = (config.batch_size + config.step_size - 1) / std::max<int64_t>(1, config.step_size);
+    const auto micro = largest_micro_batch(config.batch_size, std::max<int64_t>(1, config.step_size),
+                                           std::max<int64_t>(1, config.processes));
     const QString model = config.model == ModelFamily::gpt
                               ? QStringLiteral("GPT L%1 H%2 C%3 T%4")
                                     .arg(config.n_layer)
@@ -77,10 +78,12 @@ QString key_settings_text(const RunConfig& config) {
                                     .arg(config.block_size)
                               : QStringLiteral("%1 %2").arg(hidden_layers_text(config.hidden),
                                                             QString::fromStdString(to_string(config.activation)));
-    return QStringLiteral("batch %1 = %2×%3 · %4 · %5 %6 · %7 · %8")
+    const QString processes = config.processes > 1 ? QStringLiteral("×%1 processes").arg(config.processes) : QString();
+    return QStringLiteral("batch %1 = %2×%3%4 · %5 · %6 %7 · %8 · %9")
         .arg(config.batch_size)
         .arg(micro)
         .arg(config.step_size)
+        .arg(processes)
         .arg(QString::fromStdString(to_string(config.precision)))
         .arg(QString::fromStdString(to_string(config.optimizer.kind)))
         .arg(QString::number(config.optimizer.resolved_lr(), 'g', 3))

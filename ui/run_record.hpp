@@ -57,8 +57,8 @@ struct RunRecord {
     double elapsed_seconds() const;
 };
 
-// "batch 64 = 32×2 · fp32 · adam 1e-3 · 128,128 relu · spirals" (a GPT: "GPT L2 H4 C64 T64"):
-// the settings a user scans for.
+// "batch 64 = 32×2 · fp32 · adam 1e-3 · 128,128 relu · spirals" (a GPT: "GPT L2 H4 C64 T64";
+// several processes: "batch 64 = 16×2×2 processes · ..."): the settings a user scans for.
 QString key_settings_text(const RunConfig& config);
 QString hidden_layers_text(const std::vector<int64_t>& hidden);
 QString format_duration(double seconds);

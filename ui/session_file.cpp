@@ -41,6 +41,9 @@ QJsonObject plan_to_json(const RunPlan& plan) {
     for (auto bytes : plan.planned_bytes) planned.append(static_cast<qint64>(bytes));
     return {{"global_batch", static_cast<qint64>(plan.global_batch)},
             {"step_size", static_cast<qint64>(plan.step_size)},
+            {"processes", static_cast<qint64>(plan.processes)},
+            {"zero", static_cast<qint64>(plan.zero)},
+            {"threads", plan.threads},
             {"micro_batch", static_cast<qint64>(plan.micro_batch)},
             {"train_samples", static_cast<qint64>(plan.train_samples)},
             {"updates_per_epoch", static_cast<qint64>(plan.updates_per_epoch)},
@@ -59,6 +62,10 @@ RunPlan plan_from_json(const QJsonObject& j) {
     RunPlan plan;
     plan.global_batch = j["global_batch"].toInteger();
     plan.step_size = j["step_size"].toInteger();
+    // Absent in sessions saved before runs of several processes: one process.
+    plan.processes = j["processes"].toInteger(1);
+    plan.zero = j["zero"].toInteger(0);
+    plan.threads = j["threads"].toInt(0);
     plan.micro_batch = j["micro_batch"].toInteger();
     plan.train_samples = j["train_samples"].toInteger();
     plan.updates_per_epoch = j["updates_per_epoch"].toInteger();

@@ -7,7 +7,6 @@ namespace trainbench::cli {
 inline constexpr int kExitSuccess = 0;
 inline constexpr int kExitRuntimeError = 1;   // data, files, memory budget, divergence
 inline constexpr int kExitUsageError = 2;     // flags, config file, invalid configuration
-inline constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
 
 // A problem with what the user asked for (flags, --config contents, an invalid configuration),
 // as opposed to something that went wrong while running it. One line, like trainbench::Error.

@@ -49,6 +49,8 @@ void install_interrupt_handlers(bool quiet) {
 
 const std::atomic<bool>& stop_requested() { return g_stop; }
 
+void request_stop() { g_stop.store(true); }
+
 int received_signal() { return g_signal.load(); }
 
 int register_temporary_file(const std::string& path) {

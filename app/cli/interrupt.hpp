@@ -11,6 +11,9 @@ namespace trainbench::cli {
 // signals too).
 void install_interrupt_handlers(bool quiet = false);
 const std::atomic<bool>& stop_requested();
+// The same request from the program itself (a "stop" line on stdin, stop_on_input.hpp); a
+// signal after it still aborts.
+void request_stop();
 int received_signal();  // 0 when none
 
 // Temporary files a forced abort must delete (async-signal-safe bookkeeping, a few slots).

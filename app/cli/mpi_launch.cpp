@@ -26,16 +26,8 @@ std::string this_program_path() {
 }
 
 void relaunch_under_mpirun(int64_t processes) {
+    if (const std::string why = several_processes_unavailable(processes); !why.empty()) throw Error(why, "processes");
     const std::string launcher = mpi_launcher();
-    if (launcher.empty())
-        throw Error("--processes " + std::to_string(processes) +
-                        " needs MPI, and this build has none: install libopenmpi-dev and openmpi-bin, rebuild "
-                        "(./scripts/setup.sh build), or use --processes 1",
-                    "processes");
-    if (::access(launcher.c_str(), X_OK) != 0)
-        throw Error("--processes " + std::to_string(processes) + " starts " + launcher + ", which is missing (" +
-                        std::strerror(errno) + "): install openmpi-bin, or use --processes 1",
-                    "processes");
     const std::string self = this_program_path();
 
     std::vector<std::string> arguments = {launcher, "-np", std::to_string(processes),

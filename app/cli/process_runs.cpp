@@ -100,14 +100,6 @@ RunResult run_in_processes(const RunConfig& config, const Dataset& data, const O
     // plan was reported above.
     Observer replay = observer;
     replay.on_start = nullptr;
-    replay.on_update = [&](const StepMetrics& m) {
-        result.last = m;
-        if (observer.on_update) observer.on_update(m);
-    };
-    replay.on_epoch_end = [&](const EpochMetrics& e) {
-        result.last_epoch = e;
-        if (observer.on_epoch_end) observer.on_epoch_end(e);
-    };
     RunEventReader events(replay);
     std::ifstream stream(events_path);
     std::string unreadable;  // a line cut short by a killed process
@@ -118,13 +110,12 @@ RunResult run_in_processes(const RunConfig& config, const Dataset& data, const O
             unreadable = e.what();
         }
     }
-    if (events.end()) {
-        result.reason = events.end()->reason;
-        result.message = events.end()->message;
-        result.seconds = events.end()->seconds;
-    } else if (interrupted) {
+    const RunPlan plan = result.plan;  // the stream's is the same, measured peak included
+    result = events.result();
+    if (result.plan.global_batch == 0) result.plan = plan;
+    if (!events.end() && interrupted) {
         result.reason = StopReason::stopped;
-    } else {
+    } else if (!events.end()) {
         // No end event: a process died, or the run failed before training; its last error
         // line says why.
         result.reason = StopReason::failed;

@@ -14,6 +14,7 @@
 #include "mpi_launch.hpp"
 #include "progress_display.hpp"
 #include "run_flags.hpp"
+#include "stop_on_input.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/processes.hpp"
@@ -32,11 +33,15 @@ struct TrainArguments {
         command.add_option("--events-out", events_out,
                            "stream the run as JSON lines to FILE, or to stdout with '-' (the progress and "
                            "the summary then go to stderr); docs/METRICS.md");
+        command.add_flag("--stop-on-input", stop_on_input,
+                         "stop after the current micro-batch when stdin reads a line \"stop\" or ends, as Ctrl-C "
+                         "does (for a program that runs this one as a child)");
     }
     RunFlags flags;
     bool print_config = false;
     bool quiet = false;
     std::string events_out;
+    bool stop_on_input = false;
 };
 
 // `--events-out`: one line per event, flushed as it is written, so a reader sees each update
@@ -98,6 +103,10 @@ void print_summary(std::FILE* out, const RunResult& result, int64_t peak_rss) {
     }
 }
 
+// A signal's stop exits as shells report the signal (130 for Ctrl-C); a stop asked for on stdin
+// (--stop-on-input), or agreed with the other processes without a signal here, is a normal end.
+int stopped_exit_code() { return received_signal() > 0 ? 128 + received_signal() : kExitSuccess; }
+
 // A process other than 0 of a multi-process run: the same training, no output of its own.
 int run_as_helper_process(RunConfig config) {
     config.metrics_out.clear();
@@ -107,7 +116,7 @@ int run_as_helper_process(RunConfig config) {
     switch (result.reason) {
         case StopReason::completed:
         case StopReason::max_steps: return kExitSuccess;
-        case StopReason::stopped: return received_signal() > 0 ? 128 + received_signal() : kExitInterrupted;
+        case StopReason::stopped: return stopped_exit_code();
         default: return kExitRuntimeError;  // process 0 says why
     }
 }
@@ -144,6 +153,8 @@ int run_train(const TrainArguments& arguments) {
     engine_config.save_weights.clear();
 
     install_interrupt_handlers();
+    std::optional<StopOnInput> stop_on_input;
+    if (arguments.stop_on_input) stop_on_input.emplace();
     ProgressDisplay progress(human, ::isatty(::fileno(human)) != 0, arguments.quiet);
     int64_t peak_rss = 0;
     const Observer event_writer =
@@ -200,8 +211,7 @@ int run_train(const TrainArguments& arguments) {
     }
     // Last, so that a reader that sees it finds the output files in place.
     if (events) events->write(end_event_line(result));
-    return interrupted ? (received_signal() > 0 ? 128 + received_signal() : kExitInterrupted)
-                       : kExitSuccess;
+    return interrupted ? stopped_exit_code() : kExitSuccess;
 }
 
 }  // namespace

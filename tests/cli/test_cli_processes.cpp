@@ -6,7 +6,8 @@
 // processes get empty micro-batches). Process 0 alone reports and writes the outputs; a checkpoint
 // of a 2-process run resumes on 1, 2 and 3 processes; ZeRO-1 and -2 give ZeRO-0's update and
 // their checkpoints resume on other process counts; a killed process ends the run in seconds
-// and leaves the last checkpoint whole.
+// and leaves the last checkpoint whole; a "stop" on stdin (--stop-on-input, how the app stops
+// such a run) or the end of stdin ends every process cleanly.
 //
 // Skips, saying why, in a build without MPI (TRAINBENCH_MPI found no libopenmpi-dev).
 #include <QElapsedTimer>
@@ -22,6 +23,7 @@
 #include "core/same_bits.hpp"
 #include "core/weights_difference.hpp"
 #include "trainbench/processes.hpp"
+#include "trainbench/run_events.hpp"
 
 namespace {
 
@@ -213,6 +215,49 @@ private slots:
                                         "--batch-size", "32", "--epochs", "1000", "--threads", "1", "--processes",
                                         "2", "--resume", checkpoints, "--max-steps", "1", "-q"});
         QVERIFY2(resumed.exit_code == 0 && resumed.out.contains("nothing left to train"), CLI_DIAGNOSTICS(resumed));
+    }
+
+    // --stop-on-input: a "stop" line on mpirun's stdin reaches process 0, which agrees the stop
+    // with the other at the next micro-batch; the run ends normally (exit 0), its event stream
+    // whole up to its end event and its weights written. The end of the input (a parent that
+    // died) stops it the same way.
+    void stopOnInputEndsEveryProcessCleanly() {
+        for (const bool close_instead : {false, true}) {
+            const QString weights = path(close_instead ? "input-closed.safetensors" : "input-stop.safetensors");
+            QProcess run;
+            run.start(QStringLiteral(TRAINBENCH_CLI_PATH),
+                      {"train", "--dataset", "spirals", "--samples", "4000", "--hidden", "64,64", "--batch-size", "32",
+                       "--epochs", "1000", "--threads", "1", "--processes", "2", "--events-out", "-",
+                       "--stop-on-input", "--save-weights", weights});
+            QVERIFY(run.waitForStarted(10000));
+            QByteArray events;
+            QElapsedTimer clock;
+            clock.start();
+            while (!events.contains("\"event\":\"update\"") && clock.elapsed() < 60000) {
+                run.waitForReadyRead(1000);
+                events += run.readAllStandardOutput();
+            }
+            QVERIFY2(events.contains("\"event\":\"update\""), events.constData());
+            QElapsedTimer stopping;
+            stopping.start();
+            if (close_instead)
+                run.closeWriteChannel();
+            else
+                run.write("stop\n");
+            QVERIFY2(run.waitForFinished(30000), "the run did not stop within 30 s");
+            qInfo("%s: the 2-process run ended %lld ms later", close_instead ? "input closed" : "\"stop\" written",
+                  stopping.elapsed());
+            events += run.readAllStandardOutput();
+            const QString errors = QString::fromUtf8(run.readAllStandardError());
+            QVERIFY2(run.exitStatus() == QProcess::NormalExit && run.exitCode() == 0, qPrintable(errors));
+            QVERIFY2(!errors.contains("mpiexec"), qPrintable(errors));
+            trainbench::RunEventReader reader{trainbench::Observer{}};
+            for (const QByteArray& line : events.split('\n')) reader.read_line(line.toStdString());
+            QVERIFY(reader.end());
+            QCOMPARE(reader.end()->reason, trainbench::StopReason::stopped);
+            QCOMPARE(reader.end()->updates, reader.result().last.update);
+            QVERIFY(QFile::exists(weights));
+        }
     }
 
     // A configuration error is reported once, by process 0, as one line.

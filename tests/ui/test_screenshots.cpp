@@ -14,6 +14,7 @@
 #include "run_controller.hpp"
 #include "run_store.hpp"
 #include "runs_table.hpp"
+#include "trainbench/processes.hpp"
 #include "ui_test_support.hpp"
 
 using namespace trainbench;
@@ -113,6 +114,36 @@ private slots:
         QCOMPARE(run.samples.size(), std::size_t{4});
         capture(window, QStringLiteral("gpt-after-run"));
         capture(window, QStringLiteral("main-window"));
+    }
+
+    // One process, then the same global batch on two (the app runs them as trainbench-cli
+    // under mpirun), the second while it trains: the Processes setting, the batch relation and
+    // the per-process memory plan in the form, both runs in the plots.
+    void twoProcessesBesideOne() {
+        if (!several_processes_unavailable(2).empty()) QSKIP(several_processes_unavailable(2).c_str());
+        qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+        qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        MainWindow window;
+        window.resize(1400, 900);
+        window.show();
+        window.runController().setCliProgram(QStringLiteral(TRAINBENCH_CLI_PATH));
+        RunConfig one = demo_config(2, 256);
+        one.epochs = 40;
+        window.configPanel()->setConfig(one);
+        window.startRun();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 120000);
+        RunConfig two = one;
+        two.processes = 2;
+        window.configPanel()->setConfig(two);
+        // The settings' scroll area shows the Device group, where Processes is.
+        window.configPanel()->ensureWidgetVisible(window.configPanel()->findChild<QWidget*>(QStringLiteral("processes")));
+        window.startRun();
+        auto& run = *window.runStore().runs().back();
+        QTRY_VERIFY_WITH_TIMEOUT(run.steps.size() > 300 || !window.runController().isRunning(), 120000);
+        QVERIFY2(window.runController().isRunning(), qPrintable(run.message));
+        capture(window, QStringLiteral("two-processes-run"));
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 120000);
+        QVERIFY2(run.state == RunState::completed, qPrintable(run.message));
     }
 };
 

@@ -3,6 +3,7 @@
 // each train on their own share of every global batch and sum their gradients before the
 // update (docs/ARCHITECTURE.md, "Several processes"). A program that may run under mpirun
 // calls join_process_world() first and leave_process_world() last.
+#include <cstdint>
 #include <string>
 
 #include "trainbench/error.hpp"
@@ -28,6 +29,10 @@ bool mpi_built_in();
 
 // The mpirun this build was configured with (CMake's MPIEXEC_EXECUTABLE); empty without MPI.
 std::string mpi_launcher();
+
+// Why `processes` > 1 cannot start here (no MPI in this build, mpirun missing), as one line
+// that says how to fix it; empty when it can.
+std::string several_processes_unavailable(int64_t processes);
 
 // True when an MPI launcher started this process (Open MPI's OMPI_COMM_WORLD_SIZE, PMIx's
 // PMIX_RANK): only then does join_process_world() initialise MPI.

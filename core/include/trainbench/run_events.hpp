@@ -34,10 +34,17 @@ public:
     void read_line(std::string_view line);
     // Set once the "end" event has been read.
     const std::optional<RunEnd>& end() const { return end_; }
+    // The run as train() would have returned it, from what was read so far: the plan, the last
+    // update and evaluation, and the end's reason, message and seconds (no weights: the child
+    // writes them to a file).
+    RunResult result() const;
 
 private:
     Observer observer_;
     std::optional<RunEnd> end_;
+    RunPlan plan_;
+    StepMetrics last_;
+    EpochMetrics last_epoch_;
 };
 
 }  // namespace trainbench

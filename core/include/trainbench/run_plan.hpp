@@ -42,4 +42,8 @@ std::vector<int64_t> split_micro_batches(int64_t batch_samples, int64_t step_siz
 
 int64_t updates_per_epoch(int64_t samples, int64_t global_batch);
 
+// The largest micro-batch of an update: process 0's share of the batch (the largest) cut into
+// step_size parts. What the engine is planned for (RunPlan::micro_batch).
+int64_t largest_micro_batch(int64_t batch, int64_t step_size, int64_t processes);
+
 }  // namespace trainbench

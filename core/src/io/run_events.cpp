@@ -210,14 +210,14 @@ void RunEventReader::read_line(std::string_view text) {
         const Json line = Json::parse(text);
         const std::string event = line.at("event").get<std::string>();
         if (event == "plan") {
-            const auto plan = record_from<RunPlan>(line, [](auto& p, auto&& v) { each_plan_member(p, v); });
-            if (observer_.on_start) observer_.on_start(plan);
+            plan_ = record_from<RunPlan>(line, [](auto& p, auto&& v) { each_plan_member(p, v); });
+            if (observer_.on_start) observer_.on_start(plan_);
         } else if (event == "update") {
-            const auto m = record_from<StepMetrics>(line, [](auto& r, auto&& v) { each_update_member(r, v); });
-            if (observer_.on_update) observer_.on_update(m);
+            last_ = record_from<StepMetrics>(line, [](auto& r, auto&& v) { each_update_member(r, v); });
+            if (observer_.on_update) observer_.on_update(last_);
         } else if (event == "evaluation") {
-            const auto e = record_from<EpochMetrics>(line, [](auto& r, auto&& v) { each_evaluation_member(r, v); });
-            if (observer_.on_epoch_end) observer_.on_epoch_end(e);
+            last_epoch_ = record_from<EpochMetrics>(line, [](auto& r, auto&& v) { each_evaluation_member(r, v); });
+            if (observer_.on_epoch_end) observer_.on_epoch_end(last_epoch_);
         } else if (event == "note") {
             if (observer_.on_note) observer_.on_note(line.at("text").get<std::string>());
         } else if (event == "sample") {
@@ -238,6 +238,19 @@ void RunEventReader::read_line(std::string_view text) {
     } catch (const Error& e) {
         throw Error(std::string(e.what()) + " in the run event: " + std::string(text.substr(0, 200)));
     }
+}
+
+RunResult RunEventReader::result() const {
+    RunResult result;
+    result.plan = plan_;
+    result.last = last_;
+    result.last_epoch = last_epoch_;
+    if (end_) {
+        result.reason = end_->reason;
+        result.message = end_->message;
+        result.seconds = end_->seconds;
+    }
+    return result;
 }
 
 }  // namespace trainbench

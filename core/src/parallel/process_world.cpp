@@ -1,6 +1,9 @@
 // The MPI job this process may belong to (trainbench/processes.hpp) and its collectives
 // (parallel/process_group.hpp). Without MPI, or when not launched by mpirun, a world of one.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -137,6 +140,18 @@ std::string mpi_launcher() {
 #else
     return {};
 #endif
+}
+
+std::string several_processes_unavailable(int64_t processes) {
+    const std::string launcher = mpi_launcher();
+    const std::string asked = std::to_string(processes) + " processes";
+    if (launcher.empty())
+        return asked + " need MPI, and this build has none: install libopenmpi-dev and openmpi-bin, rebuild "
+                       "(./scripts/setup.sh build), or use 1 process";
+    if (::access(launcher.c_str(), X_OK) != 0)
+        return asked + " start " + launcher + ", which is missing (" + std::strerror(errno) +
+               "): install openmpi-bin, or use 1 process";
+    return {};
 }
 
 bool launched_by_mpi() {

@@ -21,16 +21,15 @@ int64_t updates_per_epoch(int64_t samples, int64_t global_batch) {
     return global_batch > 0 ? (samples + global_batch - 1) / global_batch : 0;
 }
 
-namespace {
-
-// The largest micro-batch: of the largest process's share of the batch, cut into step_size parts.
-int64_t micro_batch_for(int64_t batch, int64_t step_size, int64_t processes) {
+int64_t largest_micro_batch(int64_t batch, int64_t step_size, int64_t processes) {
     const int64_t share = shard_of(batch, 0, static_cast<int>(processes)).size();  // process 0's is the largest
     return (share + step_size - 1) / step_size;
 }
 
+namespace {
+
 int64_t planned_total_for(const RunConfig& config, const Dataset& data) {
-    const auto spec = make_engine_spec(config, data, micro_batch_for(config.batch_size, config.step_size, config.processes));
+    const auto spec = make_engine_spec(config, data, largest_micro_batch(config.batch_size, config.step_size, config.processes));
     return sum_bytes(plan_engine_memory(config, spec));
 }
 
@@ -38,7 +37,7 @@ int64_t planned_total_for(const RunConfig& config, const Dataset& data) {
 int64_t smallest_fitting_step_size(RunConfig config, const Dataset& data) {
     int64_t previous_micro = -1;
     for (int64_t step = config.step_size; step * config.processes <= config.batch_size; ++step) {
-        const int64_t micro = micro_batch_for(config.batch_size, step, config.processes);
+        const int64_t micro = largest_micro_batch(config.batch_size, step, config.processes);
         if (micro == previous_micro) continue;  // same buffers, same memory
         previous_micro = micro;
         config.step_size = step;
@@ -82,7 +81,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
             RunConfig fitted = config;
             fitted.step_size = step;
             plan.auto_fit_note = "--auto-fit chose step_size " + std::to_string(step) + " (micro-batch " +
-                                 std::to_string(micro_batch_for(config.batch_size, step, config.processes)) + "): needs " +
+                                 std::to_string(largest_micro_batch(config.batch_size, step, config.processes)) + "): needs " +
                                  format_bytes(planned_total_for(fitted, data)) + " of " +
                                  format_bytes(config.memory_limit_bytes) + " instead of " + format_bytes(needed);
             config.step_size = step;
@@ -95,7 +94,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.step_size = config.step_size;
     plan.processes = config.processes;
     plan.zero = config.zero;
-    plan.micro_batch = micro_batch_for(config.batch_size, config.step_size, config.processes);
+    plan.micro_batch = largest_micro_batch(config.batch_size, config.step_size, config.processes);
     plan.train_samples = data.train.count;
     if (data.task == Task::language_model) plan.tokens_per_sample = data.features;
     plan.updates_per_epoch = updates_per_epoch(data.train.count, config.batch_size);

@@ -97,8 +97,12 @@ private:
         spec_ = make_engine_spec(config_, *data_, result_.plan.micro_batch);
         engine_ = make_engine(config_, spec_);
         const MeasuredPeak peak = device_peak_flops(config_);
-        result_.plan.peak_flops = peak.flops_per_second;
+        // Each process computes on threads of its own and MFU counts the whole global batch's
+        // FLOPs, so the run's peak is the processes' together.
+        result_.plan.peak_flops = peak.flops_per_second * static_cast<double>(config_.processes);
         result_.plan.peak_source = peak.source;
+        if (config_.processes > 1 && peak.flops_per_second > 0.0)
+            result_.plan.peak_source += ", times " + std::to_string(config_.processes) + " processes";
 
         if (!config_.resume_dir.empty()) {
             state_ = read_checkpoint(config_.resume_dir, *engine_, spec_.model);

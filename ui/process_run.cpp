@@ -1,0 +1,167 @@
+#include "process_run.hpp"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QRegularExpression>
+#include <signal.h>
+
+#include "trainbench/config_json.hpp"
+#include "trainbench/error.hpp"
+#include "trainbench/weights.hpp"
+
+namespace trainbench::ui {
+namespace {
+
+constexpr qsizetype kErrorTailBytes = 16 * 1024;  // enough for mpirun's longest account
+
+QString q(const std::string& text) { return QString::fromStdString(text); }
+
+}  // namespace
+
+ProcessRun::ProcessRun(const RunConfig& config, QString cli, Observer observer, QObject* parent)
+    : QObject(parent), config_(config), cli_(std::move(cli)), reader_(std::move(observer)) {
+    process_.setProgram(cli_);
+    connect(&process_, &QProcess::readyReadStandardOutput, this, &ProcessRun::readEvents);
+    connect(&process_, &QProcess::readyReadStandardError, this, [this] {
+        errors_ += process_.readAllStandardError();
+        if (errors_.size() > kErrorTailBytes) errors_ = errors_.right(kErrorTailBytes);
+    });
+    connect(&process_, &QProcess::finished, this, &ProcessRun::onFinished);
+    connect(&process_, &QProcess::errorOccurred, this, &ProcessRun::onErrorOccurred);
+}
+
+ProcessRun::~ProcessRun() {
+    if (isRunning()) finishWithin(10000);
+}
+
+void ProcessRun::start() {
+    if (!scratch_.isValid()) {
+        failed_to_start_ = true;
+        result_.reason = StopReason::failed;
+        result_.message = "cannot create a temporary folder for the run: " + scratch_.errorString().toStdString();
+        done_ = true;
+        emit finished();
+        return;
+    }
+    RunConfig child = config_;
+    // The app keeps the final weights of every run; the child writes them for it to read back.
+    child.save_weights = scratch_.filePath(QStringLiteral("weights.safetensors")).toStdString();
+    child.metrics_out.clear();
+    const QString config_path = scratch_.filePath(QStringLiteral("config.json"));
+    QFile file(config_path);
+    if (!file.open(QIODevice::WriteOnly) || file.write(q(config_to_json(child)).toUtf8()) < 0) {
+        failed_to_start_ = true;
+        result_.reason = StopReason::failed;
+        result_.message = "cannot write the run's configuration to " + config_path.toStdString();
+        done_ = true;
+        emit finished();
+        return;
+    }
+    file.close();
+    process_.setArguments({QStringLiteral("train"), QStringLiteral("--config"), config_path,
+                           QStringLiteral("--events-out"), QStringLiteral("-"), QStringLiteral("--stop-on-input"),
+                           QStringLiteral("--quiet")});
+    process_.start();
+}
+
+void ProcessRun::requestStop() {
+    if (stop_sent_ || !isRunning()) return;
+    stop_sent_ = true;
+    process_.write("stop\n");
+}
+
+void ProcessRun::finishWithin(int graceMs) {
+    if (!isRunning()) return;
+    requestStop();
+    process_.waitForBytesWritten(1000);
+    if (process_.waitForFinished(graceMs)) return;
+    // Signals: mpirun passes SIGTERM on to the processes; after that, the last resort.
+    process_.terminate();
+    if (process_.waitForFinished(3000)) return;
+    process_.kill();
+    process_.waitForFinished(3000);
+}
+
+void ProcessRun::readEvents() {
+    while (process_.canReadLine()) {
+        const QByteArray line = process_.readLine();
+        if (!unreadable_.isEmpty()) continue;
+        try {
+            reader_.read_line(std::string_view(line.constData(), static_cast<size_t>(line.size())));
+        } catch (const Error& e) {
+            // Nothing after a line that is not an event can be trusted to be one.
+            unreadable_ = QString::fromUtf8(e.what());
+        }
+    }
+}
+
+void ProcessRun::onErrorOccurred(QProcess::ProcessError error) {
+    if (error != QProcess::FailedToStart || done_) return;
+    failed_to_start_ = true;
+    result_.reason = StopReason::failed;
+    const QString why = QFileInfo::exists(cli_) ? process_.errorString()
+                                                : tr("it is missing; build trainbench-cli, which sits beside the app");
+    result_.message = tr("a run of several processes starts %1, and it cannot start: %2").arg(cli_, why).toStdString();
+    done_ = true;
+    emit finished();
+}
+
+void ProcessRun::onFinished(int exitCode, QProcess::ExitStatus status) {
+    if (done_) return;
+    // What is still in the pipe, the last line included even without its newline.
+    readEvents();
+    errors_ += process_.readAllStandardError();
+    const QByteArray rest = process_.readAllStandardOutput();
+    if (!rest.isEmpty() && unreadable_.isEmpty()) {
+        try {
+            reader_.read_line(std::string_view(rest.constData(), static_cast<size_t>(rest.size())));
+        } catch (const Error& e) {
+            unreadable_ = QString::fromUtf8(e.what());
+        }
+    }
+    const int code = status == QProcess::NormalExit ? exitCode : 128 + SIGKILL;
+    result_ = reader_.result();
+    if (!reader_.end() && stop_sent_) {
+        // Stopped before the processes had begun to train (mpirun still starting them).
+        result_.reason = StopReason::stopped;
+        result_.message = "stopped by the user";
+    } else if (!reader_.end()) {
+        // The run failed before training (a bad setting), or a process died.
+        result_.reason = StopReason::failed;
+        result_.message = failureLine(code).toStdString();
+    }
+    const QString weights = scratch_.filePath(QStringLiteral("weights.safetensors"));
+    if ((result_.reason != StopReason::failed && result_.reason != StopReason::diverged) && QFileInfo::exists(weights)) {
+        try {
+            result_.weights = load_weights(weights.toStdString());
+        } catch (const Error& e) {
+            result_.message += (result_.message.empty() ? "" : "; ") + std::string("its weights could not be read: ") + e.what();
+        }
+    }
+    done_ = true;
+    emit finished();
+}
+
+// The most telling line of the child's stderr: the CLI's own error, else mpirun's account of a
+// process that died, else the last thing said.
+QString ProcessRun::failureLine(int exitCode) const {
+    const QStringList lines = QString::fromUtf8(errors_).split(QLatin1Char('\n'));
+    static const QRegularExpression cli_error(QStringLiteral("^trainbench-cli: error: (.*)$"));
+    static const QRegularExpression died(QStringLiteral("noticed that process rank (\\d+).*exited on (signal \\d+.*)$"));
+    for (auto line = lines.crbegin(); line != lines.crend(); ++line)
+        if (const auto match = cli_error.match(line->trimmed()); match.hasMatch()) return match.captured(1);
+    for (const QString& line : lines)
+        if (const auto match = died.match(line.trimmed()); match.hasMatch())
+            return tr("process %1 of %2 died (%3); the others were ended")
+                .arg(match.captured(1))
+                .arg(config_.processes)
+                .arg(match.captured(2).remove(QRegularExpression(QStringLiteral("\\.$"))));
+    if (!unreadable_.isEmpty()) return unreadable_;
+    for (auto line = lines.crbegin(); line != lines.crend(); ++line) {
+        const QString text = line->trimmed();
+        if (!text.isEmpty() && !text.startsWith(QLatin1Char('-'))) return text;
+    }
+    return tr("the %1-process run exited with status %2").arg(config_.processes).arg(exitCode);
+}
+
+}  // namespace trainbench::ui
