@@ -30,12 +30,14 @@ jobs="${JOBS:-$(nproc)}"
 # and is read by the tests; bible-kjv (the `bible` program) and bible-kjv-text (its data) give
 # the King James Bible, the GPT example's default corpus "kjv", which the tests extract too.
 # libopenmpi-dev and openmpi-bin (mpirun) give multi-process runs (--processes), which the tests
-# run. nvcc is optional: with it on PATH the CUDA engine is built too.
+# run; iproute2 (ip netns) lets a test stand two network namespaces in for two hosts
+# (tests/cli/test_cli_two_hosts.cpp, which skips where the machine does not allow it). nvcc is
+# optional: with it on PATH the CUDA engine is built too.
 packages=(
   build-essential cmake git ccache pkg-config
   libeigen3-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin iproute2
   dataset-fashion-mnist
   bible-kjv bible-kjv-text
 )
