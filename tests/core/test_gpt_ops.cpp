@@ -431,6 +431,40 @@ private slots:
         CHECK_CLOSE("gelu dx", grad, values("gelu.dx"), kTolerance);
     }
 
+    // The exact GELU runs on Eigen's vector erf and exp (nn/activation.cpp): against the same
+    // formula in double precision it stays within 1e-6 absolute from -12 to 12 (erf's ~6-ulp
+    // approximation error, scaled by |x|), and a range's partial last register (padded, not
+    // computed with scalar code) gives the bits that element gets inside a full one.
+    void gelu_is_accurate_and_independent_of_the_split() {
+        Floats x;
+        for (double v = -12.0; v <= 12.0; v += 0.000731) x.push_back(static_cast<float>(v));
+        const int64_t n = static_cast<int64_t>(x.size());
+        Floats out(n), grad(n, 1.0f);
+        activation_forward(Activation::gelu, x.data(), out.data(), n);
+        activation_backward(Activation::gelu, x.data(), out.data(), grad.data(), n);
+        double worst_out = 0.0, worst_grad = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double z = x[i];
+            const double phi = 0.5 * (1.0 + std::erf(z / std::sqrt(2.0)));
+            const double density = std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
+            worst_out = std::max(worst_out, std::abs(out[i] - z * phi));
+            worst_grad = std::max(worst_grad, std::abs(grad[i] - (phi + z * density)));
+        }
+        qInfo("GELU against double precision: forward %.3g, backward %.3g at most", worst_out, worst_grad);
+        QVERIFY2(worst_out <= 1e-6 && worst_grad <= 1e-6,
+                 qPrintable(QString("forward %1, backward %2").arg(worst_out).arg(worst_grad)));
+        // The same values in pieces of odd sizes, each ending in a partial register.
+        Floats pieces_out(n), pieces_grad(n, 1.0f);
+        for (int64_t first = 0, size = 1; first < n; first += size, size = size % 13 + 3) {
+            const int64_t count = std::min(size, n - first);
+            activation_forward(Activation::gelu, x.data() + first, pieces_out.data() + first, count);
+            activation_backward(Activation::gelu, x.data() + first, pieces_out.data() + first,
+                                pieces_grad.data() + first, count);
+        }
+        QVERIFY(std::memcmp(out.data(), pieces_out.data(), out.size() * sizeof(float)) == 0);
+        QVERIFY(std::memcmp(grad.data(), pieces_grad.data(), grad.size() * sizeof(float)) == 0);
+    }
+
     void activation_bits_do_not_depend_on_threads_data() {
         QTest::addColumn<int>("kind");
         QTest::newRow("relu") << static_cast<int>(Activation::relu);
