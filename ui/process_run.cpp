@@ -36,7 +36,6 @@ ProcessRun::~ProcessRun() {
 
 void ProcessRun::start() {
     if (!scratch_.isValid()) {
-        failed_to_start_ = true;
         result_.reason = StopReason::failed;
         result_.message = "cannot create a temporary folder for the run: " + scratch_.errorString().toStdString();
         done_ = true;
@@ -50,7 +49,6 @@ void ProcessRun::start() {
     const QString config_path = scratch_.filePath(QStringLiteral("config.json"));
     QFile file(config_path);
     if (!file.open(QIODevice::WriteOnly) || file.write(q(config_to_json(child)).toUtf8()) < 0) {
-        failed_to_start_ = true;
         result_.reason = StopReason::failed;
         result_.message = "cannot write the run's configuration to " + config_path.toStdString();
         done_ = true;
@@ -83,21 +81,21 @@ void ProcessRun::finishWithin(int graceMs) {
 }
 
 void ProcessRun::readEvents() {
-    while (process_.canReadLine()) {
-        const QByteArray line = process_.readLine();
-        if (!unreadable_.isEmpty()) continue;
-        try {
-            reader_.read_line(std::string_view(line.constData(), static_cast<size_t>(line.size())));
-        } catch (const Error& e) {
-            // Nothing after a line that is not an event can be trusted to be one.
-            unreadable_ = QString::fromUtf8(e.what());
-        }
+    while (process_.canReadLine()) readEvent(process_.readLine());
+}
+
+void ProcessRun::readEvent(const QByteArray& line) {
+    // Nothing after a line that is not an event can be trusted to be one.
+    if (!unreadable_.isEmpty()) return;
+    try {
+        reader_.read_line(std::string_view(line.constData(), static_cast<size_t>(line.size())));
+    } catch (const Error& e) {
+        unreadable_ = QString::fromUtf8(e.what());
     }
 }
 
 void ProcessRun::onErrorOccurred(QProcess::ProcessError error) {
     if (error != QProcess::FailedToStart || done_) return;
-    failed_to_start_ = true;
     result_.reason = StopReason::failed;
     const QString why = QFileInfo::exists(cli_) ? process_.errorString()
                                                 : tr("it is missing; build trainbench-cli, which sits beside the app");
@@ -110,15 +108,8 @@ void ProcessRun::onFinished(int exitCode, QProcess::ExitStatus status) {
     if (done_) return;
     // What is still in the pipe, the last line included even without its newline.
     readEvents();
+    readEvent(process_.readAllStandardOutput());
     errors_ += process_.readAllStandardError();
-    const QByteArray rest = process_.readAllStandardOutput();
-    if (!rest.isEmpty() && unreadable_.isEmpty()) {
-        try {
-            reader_.read_line(std::string_view(rest.constData(), static_cast<size_t>(rest.size())));
-        } catch (const Error& e) {
-            unreadable_ = QString::fromUtf8(e.what());
-        }
-    }
     const int code = status == QProcess::NormalExit ? exitCode : 128 + SIGKILL;
     result_ = reader_.result();
     if (!reader_.end() && stop_sent_) {
@@ -131,7 +122,7 @@ void ProcessRun::onFinished(int exitCode, QProcess::ExitStatus status) {
         result_.message = failureLine(code).toStdString();
     }
     const QString weights = scratch_.filePath(QStringLiteral("weights.safetensors"));
-    if ((result_.reason != StopReason::failed && result_.reason != StopReason::diverged) && QFileInfo::exists(weights)) {
+    if (result_.reason != StopReason::failed && result_.reason != StopReason::diverged && QFileInfo::exists(weights)) {
         try {
             result_.weights = load_weights(weights.toStdString());
         } catch (const Error& e) {

@@ -34,17 +34,17 @@ public:
     // SIGTERM and SIGKILL to mpirun. For the app's shutdown; blocks.
     void finishWithin(int graceMs);
 
-    // Valid after finished(): how the run ended, its final weights (when the run wrote them) and
-    // one clear line for a failure (the run's own error, mpirun's account of a dead process, or
-    // the CLI that could not start).
+    // Valid after finished(): how the run ended, its plan and last metrics, its final weights
+    // (when the run wrote them) and one clear line for a failure (the run's own error, mpirun's
+    // account of a dead process, or the CLI that could not start).
     const RunResult& result() const { return result_; }
-    bool failedToStart() const { return failed_to_start_; }
 
 signals:
     void finished();
 
 private:
     void readEvents();
+    void readEvent(const QByteArray& line);
     void onFinished(int exitCode, QProcess::ExitStatus status);
     void onErrorOccurred(QProcess::ProcessError error);
     QString failureLine(int exitCode) const;
@@ -58,7 +58,6 @@ private:
     QByteArray errors_;  // the child's stderr, for the failure line
     QString unreadable_; // an event line that could not be read (a process killed mid-line)
     bool stop_sent_ = false;
-    bool failed_to_start_ = false;
     bool done_ = false;
 };
 

@@ -75,7 +75,6 @@ private:
     bool owned_ = false;
 };
 
-
 void print_summary(std::FILE* out, const RunResult& result, int64_t peak_rss) {
     const StepMetrics& last = result.last;
     std::fprintf(out, "result: %s after %" PRId64 " updates, %" PRId64 " samples, %.2f s\n",
