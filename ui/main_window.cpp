@@ -441,7 +441,8 @@ void MainWindow::measureTechniques() {
         return;
     }
     controller_->requestStop();
-    auto* dialog = new TechniqueComparisonDialog(panel_->config(), datasets_->find(panel_->config()), this);
+    auto* dialog = new TechniqueComparisonDialog(panel_->config(), datasets_->find(panel_->config()),
+                                                 controller_->cliProgram(), this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     dialog->show();
     dialog->start();

@@ -30,8 +30,8 @@ QString percent(double value) {
 }  // namespace
 
 TechniqueComparisonDialog::TechniqueComparisonDialog(const RunConfig& base, std::shared_ptr<const Dataset> data,
-                                                     QWidget* parent)
-    : QDialog(parent), base_(base), data_(std::move(data)) {
+                                                     QString cliProgram, QWidget* parent)
+    : QDialog(parent), base_(base), data_(std::move(data)), cli_program_(std::move(cliProgram)) {
     setObjectName(QStringLiteral("techniqueComparisonDialog"));
     setWindowTitle(tr("Measure the efficiency techniques"));
     resize(1100, 720);
@@ -102,9 +102,12 @@ void TechniqueComparisonDialog::start() {
         QMetaObject::invokeMethod(self, [self, index, total, row] { if (self) self->onRunEnded(index, total, row); },
                                   Qt::QueuedConnection);
     };
-    thread_ = QThread::create([base = base_, data = data_, stop = stop_, result = result_, error = error_, observer] {
+    ComparisonOptions options;
+    add_process_rows(options, cli_program_.toStdString());
+    thread_ = QThread::create([base = base_, data = data_, stop = stop_, result = result_, error = error_, observer,
+                               options] {
         try {
-            *result = compare_techniques(base, {}, observer, stop.get(), data);
+            *result = compare_techniques(base, options, observer, stop.get(), data);
         } catch (const std::exception& e) {
             *error = QString::fromUtf8(e.what());
         }

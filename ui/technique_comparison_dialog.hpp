@@ -21,7 +21,9 @@ namespace trainbench::ui {
 class TechniqueComparisonDialog : public QDialog {
     Q_OBJECT
 public:
-    TechniqueComparisonDialog(const RunConfig& base, std::shared_ptr<const Dataset> data, QWidget* parent = nullptr);
+    // `cliProgram` runs the rows of several processes (data parallelism, ZeRO) under mpirun.
+    TechniqueComparisonDialog(const RunConfig& base, std::shared_ptr<const Dataset> data, QString cliProgram,
+                              QWidget* parent = nullptr);
     ~TechniqueComparisonDialog() override;
 
     void start();
@@ -43,6 +45,7 @@ private:
 
     RunConfig base_;
     std::shared_ptr<const Dataset> data_;
+    QString cli_program_;
     std::shared_ptr<std::atomic<bool>> stop_ = std::make_shared<std::atomic<bool>>(false);
     QThread* thread_ = nullptr;
     std::shared_ptr<std::vector<ComparisonRow>> result_ = std::make_shared<std::vector<ComparisonRow>>();

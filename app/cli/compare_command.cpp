@@ -8,11 +8,10 @@
 #include "cli_exit.hpp"
 #include "commands.hpp"
 #include "interrupt.hpp"
-#include "process_runs.hpp"
+#include "mpi_launch.hpp"
 #include "run_flags.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
-#include "trainbench/processes.hpp"
 #include "trainbench/technique_comparison.hpp"
 
 namespace trainbench::cli {
@@ -69,10 +68,7 @@ int run_compare(const CompareArguments& arguments) {
     options.max_steps = base.max_steps;
     options.empty_cache_steps = arguments.empty_cache_steps;
     // The data-parallel rows, where this build can start several processes.
-    if (mpi_built_in() && !mpi_launcher().empty()) {
-        for (Technique technique : multi_process_techniques()) options.techniques.push_back(technique);
-        options.run_processes = run_in_processes;
-    }
+    add_process_rows(options, this_program_path());
     ComparisonObserver observer;
     if (!arguments.quiet) {
         // A variant that cannot apply (no run) only reaches on_run_end.

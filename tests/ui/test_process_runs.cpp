@@ -2,7 +2,8 @@
 // mpirun through QProcess and plots process 0's event stream as it arrives. The run gives the
 // CLI's own update and final weights bit for bit, a stop reaches every process within a
 // micro-batch, a process that dies or a run that cannot start ends as failed with one clear line,
-// and closing the app while such a run trains leaves no process behind. Nothing waits on the
+// and closing the app while such a run trains leaves no process behind. The technique table
+// measures the data-parallel and ZeRO rows the same way. Nothing waits on the
 // child: the GUI keeps ticking throughout.
 //
 // Skips, saying why, in a build without MPI.
@@ -16,12 +17,15 @@
 #include <QtTest>
 
 #include <csignal>
+#include <map>
 #include <memory>
 
 #include "config_panel.hpp"
 #include "main_window.hpp"
 #include "run_controller.hpp"
 #include "run_store.hpp"
+#include "technique_comparison_dialog.hpp"
+#include "trainbench/technique_comparison.hpp"
 #include "trainbench/processes.hpp"
 #include "trainbench/weights.hpp"
 #include "ui_test_support.hpp"
@@ -227,6 +231,29 @@ private slots:
             QTRY_VERIFY_WITH_TIMEOUT(!window.runStore().runs().back()->steps.empty(), 60000);
             QCOMPARE(ranks_mentioning(temp_marker_).size(), 2);
         }
+        QTRY_VERIFY_WITH_TIMEOUT(processes_mentioning(temp_marker_).isEmpty(), 5000);
+    }
+
+    // "Measure techniques..." adds the rows of several processes, each run as a child under
+    // mpirun: they run, and ZeRO-1 holds less than plain data parallelism (half the Adam state).
+    void techniqueTableMeasuresTheProcessRows() {
+        RunConfig base = testing::small_config(0);
+        base.hidden = {256, 256};
+        base.batch_size = 64;
+        TechniqueComparisonDialog dialog(base, nullptr, QStringLiteral(TRAINBENCH_CLI_PATH));
+        dialog.start();
+        QTRY_VERIFY_WITH_TIMEOUT(!dialog.isRunning(), 300000);
+        std::map<Technique, const ComparisonRow*> rows;
+        for (const ComparisonRow& row : dialog.rows()) rows[row.technique] = &row;
+        for (Technique technique : multi_process_techniques()) {
+            QVERIFY2(rows.count(technique), to_string(technique).c_str());
+            QVERIFY2(rows[technique]->ok, rows[technique]->error.c_str());
+            QVERIFY(rows[technique]->median_update_ms > 0);
+        }
+        qInfo("peak memory per process: data parallelism %lld bytes, ZeRO-1 %lld",
+              static_cast<long long>(rows[Technique::data_parallel]->peak_memory_bytes),
+              static_cast<long long>(rows[Technique::zero_1]->peak_memory_bytes));
+        QVERIFY(rows[Technique::zero_1]->peak_memory_bytes < rows[Technique::data_parallel]->peak_memory_bytes);
         QTRY_VERIFY_WITH_TIMEOUT(processes_mentioning(temp_marker_).isEmpty(), 5000);
     }
 

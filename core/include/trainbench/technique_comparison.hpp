@@ -52,6 +52,11 @@ struct ComparisonOptions {
         run_processes;
 };
 
+// Adds the rows of several processes (multi_process_techniques) where they can run here (MPI
+// built in, mpirun present), each run as a child `cli_program` (trainbench-cli) under mpirun
+// (trainbench/process_runs.hpp); elsewhere leaves the options as they are.
+void add_process_rows(ComparisonOptions& options, const std::string& cli_program);
+
 // The guides' claim, as in issue 4's table: "yes", "no", "maybe", "no (~10% slower)".
 struct TechniqueClaim {
     std::string faster;

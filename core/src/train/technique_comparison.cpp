@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "trainbench/error.hpp"
+#include "trainbench/process_runs.hpp"
+#include "trainbench/processes.hpp"
 #include "trainbench/trainer.hpp"
 
 namespace trainbench {
@@ -37,6 +39,15 @@ std::vector<Technique> all_techniques() {
 
 std::vector<Technique> multi_process_techniques() {
     return {Technique::data_parallel, Technique::zero_1, Technique::zero_2};
+}
+
+void add_process_rows(ComparisonOptions& options, const std::string& cli_program) {
+    if (!several_processes_unavailable(2).empty()) return;
+    for (Technique technique : multi_process_techniques()) options.techniques.push_back(technique);
+    options.run_processes = [cli_program](const RunConfig& config, const Dataset& data, const Observer& observer,
+                                          const std::atomic<bool>* stop) {
+        return run_in_processes(cli_program, config, data, observer, stop);
+    };
 }
 
 TechniqueClaim claimed_effect(Technique technique) {

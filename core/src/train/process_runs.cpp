@@ -1,4 +1,4 @@
-#include "process_runs.hpp"
+#include "trainbench/process_runs.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,7 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "mpi_launch.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/run_events.hpp"
@@ -23,7 +22,7 @@
 
 extern char** environ;
 
-namespace trainbench::cli {
+namespace trainbench {
 namespace {
 
 // A private folder for the child's configuration, metrics and error output, removed after.
@@ -56,8 +55,8 @@ std::string last_line_of(const std::string& path) {
 
 }  // namespace
 
-RunResult run_in_processes(const RunConfig& config, const Dataset& data, const Observer& observer,
-                           const std::atomic<bool>* stop) {
+RunResult run_in_processes(const std::string& cli_program, const RunConfig& config, const Dataset& data,
+                           const Observer& observer, const std::atomic<bool>* stop) {
     RunResult result;
     result.plan = plan_run(config, data);
     if (observer.on_start) observer.on_start(result.plan);
@@ -68,7 +67,7 @@ RunResult run_in_processes(const RunConfig& config, const Dataset& data, const O
     const std::string errors_path = scratch.file("errors.txt");
     std::ofstream(config_path) << config_to_json(config);
 
-    std::vector<std::string> arguments = {this_program_path(), "train",         "--config", config_path,
+    std::vector<std::string> arguments = {cli_program,        "train",         "--config", config_path,
                                           "--events-out",      events_path,  "--quiet"};
     std::vector<char*> argv;
     for (auto& argument : arguments) argv.push_back(argument.data());
@@ -80,7 +79,9 @@ RunResult run_in_processes(const RunConfig& config, const Dataset& data, const O
     pid_t child = 0;
     const int spawned = ::posix_spawn(&child, argv[0], &files, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&files);
-    if (spawned != 0) throw Error("cannot start " + arguments[0] + ": " + std::strerror(spawned));
+    if (spawned != 0)
+        throw Error("a run of several processes starts " + arguments[0] + ", and it cannot start: " +
+                    std::strerror(spawned) + "; build trainbench-cli");
 
     // Wait, passing a stop request on once.
     int status = 0;
@@ -128,4 +129,4 @@ RunResult run_in_processes(const RunConfig& config, const Dataset& data, const O
     return result;
 }
 
-}  // namespace trainbench::cli
+}  // namespace trainbench

@@ -1,0 +1,23 @@
+#pragma once
+// A run of several processes inside a technique comparison (`trainbench-cli compare`, the app's
+// "Measure techniques..."): the comparison trains its other rows in this process, but a
+// data-parallel row needs an MPI job, so it runs as a child `trainbench-cli train --config FILE
+// --events-out FILE` (which starts itself under mpirun) and its progress is read back from that
+// event stream (trainbench/run_events.hpp). Blocks until the child ends: for a worker thread.
+#include <atomic>
+#include <string>
+
+#include "trainbench/dataset.hpp"
+#include "trainbench/run_config.hpp"
+#include "trainbench/trainer.hpp"
+
+namespace trainbench {
+
+// Runs `config` (processes > 1) as a child `cli_program` (a trainbench-cli) and reports to `observer` as train() would: the
+// plan first, then process 0's updates. A stop request is passed on as SIGINT (mpirun hands it
+// to every process, which stop at the next micro-batch). Throws Error when the child cannot
+// start; a child that fails gives a failed result with its last error line.
+RunResult run_in_processes(const std::string& cli_program, const RunConfig& config, const Dataset& data,
+                           const Observer& observer, const std::atomic<bool>* stop);
+
+}  // namespace trainbench
