@@ -15,6 +15,9 @@
 #include <QTemporaryDir>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <csignal>
 #include <vector>
@@ -22,6 +25,7 @@
 #include "cli/cli_process.hpp"
 #include "core/same_bits.hpp"
 #include "core/weights_difference.hpp"
+#include "trainbench/process_runs.hpp"
 #include "trainbench/processes.hpp"
 #include "trainbench/run_events.hpp"
 
@@ -258,6 +262,36 @@ private slots:
             QCOMPARE(reader.end()->updates, reader.result().last.update);
             QVERIFY(QFile::exists(weights));
         }
+    }
+
+    // A technique comparison's row of 2 processes (run_in_processes, as compare and the app's
+    // table run it) stopped from the caller: the child hears "stop" on its stdin and ends as a
+    // stopped run with its updates read back, promptly, rather than being torn down by a signal.
+    void comparisonRowStopsCleanly() {
+        trainbench::RunConfig config;
+        config.dataset = "spirals";
+        config.synthetic_samples = 4000;
+        config.hidden = {64, 64};
+        config.batch_size = 32;
+        config.epochs = 1000;
+        config.threads = 1;
+        config.processes = 2;
+        const auto data = trainbench::load_dataset(config.dataset, trainbench::data_options_for(config));
+        std::atomic<bool> stop{false};
+        QElapsedTimer clock;
+        clock.start();
+        std::thread stopper([&] {
+            std::this_thread::sleep_for(std::chrono::seconds(3));
+            stop = true;
+        });
+        const trainbench::RunResult result =
+            trainbench::run_in_processes(TRAINBENCH_CLI_PATH, config, data, trainbench::Observer{}, &stop);
+        stopper.join();
+        qInfo("the row ended %lld ms after it started (stop asked at 3000 ms)", clock.elapsed());
+        QVERIFY2(result.reason == trainbench::StopReason::stopped, result.message.c_str());
+        QVERIFY(result.last.update > 0);
+        // A micro-batch here is a few ms; mpirun tearing the job down after a SIGINT took 3.3 s.
+        QVERIFY2(clock.elapsed() < 5000, "the stopped row took more than 2 s to end");
     }
 
     // A configuration error is reported once, by process 0, as one line.

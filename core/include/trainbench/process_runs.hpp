@@ -14,8 +14,9 @@
 namespace trainbench {
 
 // Runs `config` (processes > 1) as a child `cli_program` (a trainbench-cli) and reports to `observer` as train() would: the
-// plan first, then process 0's updates. A stop request is passed on as SIGINT (mpirun hands it
-// to every process, which stop at the next micro-batch). Throws Error when the child cannot
+// plan first, then process 0's updates. A stop request is passed on as a line "stop" on the
+// child's stdin (--stop-on-input: process 0 agrees it with the others at the next micro-batch);
+// the child runs in a process group of its own, so a terminal's Ctrl-C reaches only the caller. Throws Error when the child cannot
 // start; a child that fails gives a failed result with its last error line.
 RunResult run_in_processes(const std::string& cli_program, const RunConfig& config, const Dataset& data,
                            const Observer& observer, const std::atomic<bool>* stop);

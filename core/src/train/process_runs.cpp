@@ -1,6 +1,7 @@
 #include "trainbench/process_runs.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -53,6 +54,22 @@ std::string last_line_of(const std::string& path) {
     return last;
 }
 
+// A child that has just ended reads nothing: the write fails, and must not raise SIGPIPE, whose
+// default kills this process. Blocked in this thread for the write, a SIGPIPE it raised is taken
+// off the pending set before the mask comes back.
+void write_without_sigpipe(int fd, const std::string& text) {
+    sigset_t pipe_signal, previous;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, &previous);
+    const ssize_t written = ::write(fd, text.data(), text.size());
+    if (written < 0 && errno == EPIPE) {
+        const timespec now{0, 0};
+        ::sigtimedwait(&pipe_signal, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
 }  // namespace
 
 RunResult run_in_processes(const std::string& cli_program, const RunConfig& config, const Dataset& data,
@@ -67,21 +84,37 @@ RunResult run_in_processes(const std::string& cli_program, const RunConfig& conf
     const std::string errors_path = scratch.file("errors.txt");
     std::ofstream(config_path) << config_to_json(config);
 
-    std::vector<std::string> arguments = {cli_program,        "train",         "--config", config_path,
-                                          "--events-out",      events_path,  "--quiet"};
+    std::vector<std::string> arguments = {cli_program, "train", "--config", config_path, "--events-out",
+                                          events_path, "--stop-on-input", "--quiet"};
     std::vector<char*> argv;
     for (auto& argument : arguments) argv.push_back(argument.data());
     argv.push_back(nullptr);
+    // The child's stdin is a pipe from here: a line "stop" stops it (--stop-on-input), and so
+    // does this process's end, which closes the pipe. Both ends close on exec; the child's copy
+    // of the read end (its stdin) does not.
+    int control[2];
+    if (::pipe2(control, O_CLOEXEC) != 0) throw Error(std::string("cannot make a pipe for the child run: ") + std::strerror(errno));
     posix_spawn_file_actions_t files;
     posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_adddup2(&files, control[0], STDIN_FILENO);
     posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&files, STDERR_FILENO, errors_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    // A group of its own, so that a Ctrl-C in the terminal reaches only this process, which
+    // passes it on as "stop": a signal would make mpirun tear the job's output down first.
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);
     pid_t child = 0;
-    const int spawned = ::posix_spawn(&child, argv[0], &files, nullptr, argv.data(), environ);
+    const int spawned = ::posix_spawn(&child, argv[0], &files, &attributes, argv.data(), environ);
     posix_spawn_file_actions_destroy(&files);
-    if (spawned != 0)
+    posix_spawnattr_destroy(&attributes);
+    ::close(control[0]);
+    if (spawned != 0) {
+        ::close(control[1]);
         throw Error("a run of several processes starts " + arguments[0] + ", and it cannot start: " +
                     std::strerror(spawned) + "; build trainbench-cli");
+    }
 
     // Wait, passing a stop request on once.
     int status = 0;
@@ -89,13 +122,17 @@ RunResult run_in_processes(const std::string& cli_program, const RunConfig& conf
     while (true) {
         const pid_t done = ::waitpid(child, &status, WNOHANG);
         if (done == child) break;
-        if (done < 0 && errno != EINTR) throw Error(std::string("waiting for the child run: ") + std::strerror(errno));
+        if (done < 0 && errno != EINTR) {
+            ::close(control[1]);
+            throw Error(std::string("waiting for the child run: ") + std::strerror(errno));
+        }
         if (!interrupted && stop && stop->load()) {
-            ::kill(child, SIGINT);
+            write_without_sigpipe(control[1], "stop\n");
             interrupted = true;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    ::close(control[1]);
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     // Process 0's updates, evaluations and notes, as train() would have reported them here; the
     // plan was reported above.
