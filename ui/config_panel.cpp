@@ -238,7 +238,12 @@ void ConfigPanel::updateDerivedText(const RunConfig& c) {
     const auto micro = split_micro_batches(shares.front(), std::min(c.step_size, shares.front()));
     const int64_t smallest = split_micro_batches(shares.back(), std::min(c.step_size, shares.back())).back();
     QString text = tr("global batch %1 = micro-batch %2 × step_size %3").arg(c.batch_size).arg(micro.front()).arg(c.step_size);
-    if (processes > 1) text += tr(" × processes %1").arg(processes);
+    if (processes > 1) {
+        text += tr(" × processes %1").arg(processes);
+        // How the cores are shared: threads x processes stay within the cores unless asked.
+        if (plan_ && plan_->threads > 0)
+            text += plan_->threads == 1 ? tr(" (1 thread each)") : tr(" (%1 threads each)").arg(plan_->threads);
+    }
     if (micro.front() != smallest) text += tr(" (micro-batches of %1 and %2)").arg(micro.front()).arg(smallest);
     if (c.model == ModelFamily::gpt)
         text += tr("\n%L1 tokens per update = global batch × context %2")

@@ -272,6 +272,8 @@ private slots:
                  qPrintable(derived->text()));
         auto* plan = window.configPanel()->findChild<QLabel*>(QStringLiteral("memoryPlanLabel"));
         QTRY_VERIFY_WITH_TIMEOUT(plan->text().startsWith(QStringLiteral("Memory plan per process")), 5000);
+        // The plan says how the cores are shared (CPU threads 1 here).
+        QVERIFY2(derived->text().contains(QStringLiteral("× processes 2 (1 thread each)")), qPrintable(derived->text()));
     }
 };
 
