@@ -135,8 +135,8 @@ private slots:
         RunConfig two = one;
         two.processes = 2;
         window.configPanel()->setConfig(two);
-        // The settings' scroll area shows the Device group, where Processes is.
-        window.configPanel()->ensureWidgetVisible(window.configPanel()->findChild<QWidget*>(QStringLiteral("processes")));
+        // The settings' scroll area shows the Device group, where Processes and ZeRO are.
+        window.configPanel()->ensureWidgetVisible(window.configPanel()->findChild<QWidget*>(QStringLiteral("zero")));
         window.startRun();
         auto& run = *window.runStore().runs().back();
         QTRY_VERIFY_WITH_TIMEOUT(run.steps.size() > 300 || !window.runController().isRunning(), 120000);
