@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <string>
 
 #include "interrupt.hpp"
@@ -14,7 +15,7 @@ namespace {
 constexpr int kPollMs = 100;  // how soon the watcher notices that the run is over
 }
 
-StopOnInput::StopOnInput() : watcher_([this] { watch(); }) {}
+StopOnInput::StopOnInput(bool quiet) : quiet_(quiet), watcher_([this] { watch(); }) {}
 
 StopOnInput::~StopOnInput() {
     done_.store(true);
@@ -33,7 +34,7 @@ void StopOnInput::watch() {
         const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof buffer);
         if (got < 0 && errno == EINTR) continue;
         if (got <= 0) {  // the end of the input (or an error reading it): the parent is gone
-            request_stop();
+            stop_because("stdin ended");
             return;
         }
         for (ssize_t k = 0; k < got; ++k) {
@@ -42,12 +43,18 @@ void StopOnInput::watch() {
                 continue;
             }
             if (line == "stop") {
-                request_stop();
+                stop_because("stdin said stop");
                 return;
             }
             line.clear();
         }
     }
+}
+
+void StopOnInput::stop_because(const char* why) {
+    request_stop();
+    if (!quiet_)
+        std::fprintf(stderr, "\ntrainbench-cli: %s: stopping after the current micro-batch (--stop-on-input)\n", why);
 }
 
 }  // namespace trainbench::cli

@@ -11,16 +11,19 @@
 
 namespace trainbench::cli {
 
-// Watches stdin from a thread of its own for as long as it lives.
+// Watches stdin from a thread of its own for as long as it lives. Unless `quiet`, says on stderr
+// why the run is stopping (a run started with stdin at its end stops at once).
 class StopOnInput {
 public:
-    StopOnInput();
+    explicit StopOnInput(bool quiet);
     ~StopOnInput();
     StopOnInput(const StopOnInput&) = delete;
     StopOnInput& operator=(const StopOnInput&) = delete;
 
 private:
     void watch();
+    void stop_because(const char* why);
+    bool quiet_;
     std::atomic<bool> done_{false};
     std::thread watcher_;
 };

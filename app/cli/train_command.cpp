@@ -153,7 +153,7 @@ int run_train(const TrainArguments& arguments) {
 
     install_interrupt_handlers();
     std::optional<StopOnInput> stop_on_input;
-    if (arguments.stop_on_input) stop_on_input.emplace();
+    if (arguments.stop_on_input) stop_on_input.emplace(arguments.quiet);
     ProgressDisplay progress(human, ::isatty(::fileno(human)) != 0, arguments.quiet);
     int64_t peak_rss = 0;
     const Observer event_writer =
