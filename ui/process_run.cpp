@@ -2,11 +2,11 @@
 
 #include <QFile>
 #include <QFileInfo>
-#include <QRegularExpression>
 #include <signal.h>
 
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
+#include "trainbench/process_runs.hpp"
 #include "trainbench/weights.hpp"
 
 namespace trainbench::ui {
@@ -86,11 +86,11 @@ void ProcessRun::readEvents() {
 
 void ProcessRun::readEvent(const QByteArray& line) {
     // Nothing after a line that is not an event can be trusted to be one.
-    if (!unreadable_.isEmpty()) return;
+    if (!unreadable_.empty()) return;
     try {
         reader_.read_line(std::string_view(line.constData(), static_cast<size_t>(line.size())));
     } catch (const Error& e) {
-        unreadable_ = QString::fromUtf8(e.what());
+        unreadable_ = e.what();
     }
 }
 
@@ -111,16 +111,7 @@ void ProcessRun::onFinished(int exitCode, QProcess::ExitStatus status) {
     readEvent(process_.readAllStandardOutput());
     errors_ += process_.readAllStandardError();
     const int code = status == QProcess::NormalExit ? exitCode : 128 + SIGKILL;
-    result_ = reader_.result();
-    if (!reader_.end() && stop_sent_) {
-        // Stopped before the processes had begun to train (mpirun still starting them).
-        result_.reason = StopReason::stopped;
-        result_.message = "stopped by the user";
-    } else if (!reader_.end()) {
-        // The run failed before training (a bad setting), or a process died.
-        result_.reason = StopReason::failed;
-        result_.message = failureLine(code).toStdString();
-    }
+    result_ = child_run_result(reader_, stop_sent_, errors_.toStdString(), unreadable_, config_.processes, code);
     const QString weights = scratch_.filePath(QStringLiteral("weights.safetensors"));
     if (result_.reason != StopReason::failed && result_.reason != StopReason::diverged && QFileInfo::exists(weights)) {
         try {
@@ -131,28 +122,6 @@ void ProcessRun::onFinished(int exitCode, QProcess::ExitStatus status) {
     }
     done_ = true;
     emit finished();
-}
-
-// The most telling line of the child's stderr: the CLI's own error, else mpirun's account of a
-// process that died, else the last thing said.
-QString ProcessRun::failureLine(int exitCode) const {
-    const QStringList lines = QString::fromUtf8(errors_).split(QLatin1Char('\n'));
-    static const QRegularExpression cli_error(QStringLiteral("^trainbench-cli: error: (.*)$"));
-    static const QRegularExpression died(QStringLiteral("noticed that process rank (\\d+).*exited on (signal \\d+.*)$"));
-    for (auto line = lines.crbegin(); line != lines.crend(); ++line)
-        if (const auto match = cli_error.match(line->trimmed()); match.hasMatch()) return match.captured(1);
-    for (const QString& line : lines)
-        if (const auto match = died.match(line.trimmed()); match.hasMatch())
-            return tr("process %1 of %2 died (%3); the others were ended")
-                .arg(match.captured(1))
-                .arg(config_.processes)
-                .arg(match.captured(2).remove(QRegularExpression(QStringLiteral("\\.$"))));
-    if (!unreadable_.isEmpty()) return unreadable_;
-    for (auto line = lines.crbegin(); line != lines.crend(); ++line) {
-        const QString text = line->trimmed();
-        if (!text.isEmpty() && !text.startsWith(QLatin1Char('-'))) return text;
-    }
-    return tr("the %1-process run exited with status %2").arg(config_.processes).arg(exitCode);
 }
 
 }  // namespace trainbench::ui

@@ -4,6 +4,7 @@
 #include <QString>
 #include <QTemporaryDir>
 #include <memory>
+#include <string>
 
 #include "trainbench/run_events.hpp"
 #include "trainbench/trainer.hpp"
@@ -47,7 +48,6 @@ private:
     void readEvent(const QByteArray& line);
     void onFinished(int exitCode, QProcess::ExitStatus status);
     void onErrorOccurred(QProcess::ProcessError error);
-    QString failureLine(int exitCode) const;
 
     RunConfig config_;
     QString cli_;
@@ -56,7 +56,7 @@ private:
     RunEventReader reader_;
     RunResult result_;
     QByteArray errors_;  // the child's stderr, for the failure line
-    QString unreadable_; // an event line that could not be read (a process killed mid-line)
+    std::string unreadable_;  // an event line that could not be read (a process killed mid-line)
     bool stop_sent_ = false;
     bool done_ = false;
 };

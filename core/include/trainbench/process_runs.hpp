@@ -8,6 +8,7 @@
 #include <string>
 
 #include "trainbench/dataset.hpp"
+#include "trainbench/run_events.hpp"
 #include "trainbench/run_config.hpp"
 #include "trainbench/trainer.hpp"
 
@@ -20,5 +21,13 @@ namespace trainbench {
 // start; a child that fails gives a failed result with its last error line.
 RunResult run_in_processes(const std::string& cli_program, const RunConfig& config, const Dataset& data,
                            const Observer& observer, const std::atomic<bool>* stop);
+
+// How a child run of `processes` processes ended (the app's and compare's alike): what its event
+// stream said; without an end event, stopped when a stop was sent to it, otherwise failed with
+// the most telling line of its stderr `errors`: the CLI's own error, else mpirun's account of a
+// process that died, else the stream's `unreadable` line (cut short by a killed process), else
+// the last thing said, else the exit status. No weights: the child writes them to a file.
+RunResult child_run_result(const RunEventReader& events, bool stop_sent, const std::string& errors,
+                           const std::string& unreadable, int64_t processes, int exit_code);
 
 }  // namespace trainbench

@@ -12,6 +12,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,12 +49,34 @@ private:
     std::filesystem::path path_;
 };
 
-std::string last_line_of(const std::string& path) {
+std::string whole_file(const std::string& path) {
     std::ifstream in(path);
-    std::string line, last;
-    while (std::getline(in, line))
-        if (!line.empty()) last = line;
-    return last;
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string trimmed(const std::string& text) {
+    const auto first = text.find_first_not_of(" \t\r");
+    if (first == std::string::npos) return {};
+    return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+}
+
+std::string failure_line(const std::string& errors, const std::string& unreadable, int64_t processes,
+                         int exit_code) {
+    std::vector<std::string> lines;
+    std::istringstream stream(errors);
+    for (std::string line; std::getline(stream, line);) lines.push_back(trimmed(line));
+    const std::string cli_error = "trainbench-cli: error: ";
+    for (auto line = lines.rbegin(); line != lines.rend(); ++line)
+        if (line->rfind(cli_error, 0) == 0) return line->substr(cli_error.size());
+    static const std::regex died(R"(noticed that process rank (\d+).*exited on (signal \d+.*?)\.?$)");
+    for (const std::string& line : lines)
+        if (std::smatch match; std::regex_search(line, match, died))
+            return "process " + match[1].str() + " of " + std::to_string(processes) + " died (" + match[2].str() +
+                   "); the others were ended";
+    if (!unreadable.empty()) return unreadable;
+    for (auto line = lines.rbegin(); line != lines.rend(); ++line)
+        if (!line->empty() && line->front() != '-') return *line;
+    return "the " + std::to_string(processes) + "-process run exited with status " + std::to_string(exit_code);
 }
 
 // A child that has just ended reads nothing: the write fails, and must not raise SIGPIPE, whose
@@ -149,19 +174,24 @@ RunResult run_in_processes(const std::string& cli_program, const RunConfig& conf
         }
     }
     const RunPlan plan = result.plan;  // the stream's is the same, measured peak included
-    result = events.result();
+    result = child_run_result(events, interrupted, whole_file(errors_path), unreadable, config.processes, code);
     if (result.plan.global_batch == 0) result.plan = plan;
-    if (!events.end() && interrupted) {
+    return result;
+}
+
+RunResult child_run_result(const RunEventReader& events, bool stop_sent, const std::string& errors,
+                           const std::string& unreadable, int64_t processes, int exit_code) {
+    RunResult result = events.result();
+    if (events.end()) return result;
+    if (stop_sent) {
+        // Stopped before the processes had begun to train (mpirun still starting them), or
+        // before process 0 wrote its end.
         result.reason = StopReason::stopped;
-    } else if (!events.end()) {
-        // No end event: a process died, or the run failed before training; its last error
-        // line says why.
+        result.message = "stopped by the user";
+    } else {
+        // The run failed before training (a bad setting), or a process died.
         result.reason = StopReason::failed;
-        const std::string error = last_line_of(errors_path);
-        result.message = !error.empty()      ? error
-                         : !unreadable.empty() ? unreadable
-                                               : "the " + std::to_string(config.processes) +
-                                                     "-process run exited with status " + std::to_string(code);
+        result.message = failure_line(errors, unreadable, processes, exit_code);
     }
     return result;
 }
