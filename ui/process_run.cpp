@@ -85,13 +85,7 @@ void ProcessRun::readEvents() {
 }
 
 void ProcessRun::readEvent(const QByteArray& line) {
-    // Nothing after a line that is not an event can be trusted to be one.
-    if (!unreadable_.empty()) return;
-    try {
-        reader_.read_line(std::string_view(line.constData(), static_cast<size_t>(line.size())));
-    } catch (const Error& e) {
-        unreadable_ = e.what();
-    }
+    reader_.read_line_of_child(std::string_view(line.constData(), static_cast<size_t>(line.size())));
 }
 
 void ProcessRun::onErrorOccurred(QProcess::ProcessError error) {
@@ -111,7 +105,7 @@ void ProcessRun::onFinished(int exitCode, QProcess::ExitStatus status) {
     readEvent(process_.readAllStandardOutput());
     errors_ += process_.readAllStandardError();
     const int code = status == QProcess::NormalExit ? exitCode : 128 + SIGKILL;
-    result_ = child_run_result(reader_, stop_sent_, errors_.toStdString(), unreadable_, config_.processes, code);
+    result_ = child_run_result(reader_, stop_sent_, errors_.toStdString(), config_.processes, code);
     const QString weights = scratch_.filePath(QStringLiteral("weights.safetensors"));
     if (result_.reason != StopReason::failed && result_.reason != StopReason::diverged && QFileInfo::exists(weights)) {
         try {

@@ -4,7 +4,6 @@
 #include <QString>
 #include <QTemporaryDir>
 #include <memory>
-#include <string>
 
 #include "trainbench/run_events.hpp"
 #include "trainbench/trainer.hpp"
@@ -56,7 +55,6 @@ private:
     RunEventReader reader_;
     RunResult result_;
     QByteArray errors_;  // the child's stderr, for the failure line
-    std::string unreadable_;  // an event line that could not be read (a process killed mid-line)
     bool stop_sent_ = false;
     bool done_ = false;
 };

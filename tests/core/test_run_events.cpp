@@ -250,6 +250,20 @@ private slots:
         QVERIFY(error_reading("{\"event\":\"update\",\"update\":4,\"lo").find("not a run event") != std::string::npos);
         QCOMPARE(error_reading("   "), std::string("<no error>"));
     }
+
+    // A child's stream ends at its first line that is not an event: kept as the reason, nothing
+    // after it read (it could be anything), no exception.
+    void a_childs_stream_stops_at_its_first_unreadable_line() {
+        Recording got;
+        RunEventReader reader(got.observer());
+        std::vector<std::string> lines = lines_of([&](const Observer& o) { o.on_update(unusual_update()); });
+        lines.push_back("{\"event\":\"update\",\"update\":4,\"lo");
+        lines.push_back(lines.front());
+        for (const auto& line : lines) reader.read_line_of_child(line);
+        QCOMPARE(got.updates.size(), size_t{1});
+        QVERIFY2(reader.unreadable().find("not a run event") != std::string::npos, reader.unreadable().c_str());
+        QVERIFY(!reader.end());
+    }
 };
 
 QTEST_APPLESS_MAIN(RunEventsTest)

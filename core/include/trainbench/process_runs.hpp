@@ -25,9 +25,9 @@ RunResult run_in_processes(const std::string& cli_program, const RunConfig& conf
 // How a child run of `processes` processes ended (the app's and compare's alike): what its event
 // stream said; without an end event, stopped when a stop was sent to it, otherwise failed with
 // the most telling line of its stderr `errors`: the CLI's own error, else mpirun's account of a
-// process that died, else the stream's `unreadable` line (cut short by a killed process), else
+// process that died, else the stream's unreadable line (cut short by a killed process), else
 // the last thing said, else the exit status. No weights: the child writes them to a file.
 RunResult child_run_result(const RunEventReader& events, bool stop_sent, const std::string& errors,
-                           const std::string& unreadable, int64_t processes, int exit_code);
+                           int64_t processes, int exit_code);
 
 }  // namespace trainbench

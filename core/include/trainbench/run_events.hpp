@@ -32,6 +32,11 @@ class RunEventReader {
 public:
     explicit RunEventReader(Observer observer) : observer_(std::move(observer)) {}
     void read_line(std::string_view line);
+    // As read_line, for the stream of a child that may have been killed mid-line: a line that is
+    // not an event ends the reading instead of throwing; unreadable() says why, and later lines
+    // are ignored.
+    void read_line_of_child(std::string_view line);
+    const std::string& unreadable() const { return unreadable_; }
     // Set once the "end" event has been read.
     const std::optional<RunEnd>& end() const { return end_; }
     // The run as train() would have returned it, from what was read so far: the plan, the last
@@ -42,6 +47,7 @@ public:
 private:
     Observer observer_;
     std::optional<RunEnd> end_;
+    std::string unreadable_;
     RunPlan plan_;
     StepMetrics last_;
     EpochMetrics last_epoch_;

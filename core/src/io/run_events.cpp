@@ -239,6 +239,15 @@ void RunEventReader::read_line(std::string_view text) {
     }
 }
 
+void RunEventReader::read_line_of_child(std::string_view line) {
+    if (!unreadable_.empty()) return;
+    try {
+        read_line(line);
+    } catch (const Error& e) {
+        unreadable_ = e.what();
+    }
+}
+
 RunResult RunEventReader::result() const {
     RunResult result;
     result.plan = plan_;

@@ -165,22 +165,15 @@ RunResult run_in_processes(const std::string& cli_program, const RunConfig& conf
     replay.on_start = nullptr;
     RunEventReader events(replay);
     std::ifstream stream(events_path);
-    std::string unreadable;  // a line cut short by a killed process
-    for (std::string line; unreadable.empty() && std::getline(stream, line);) {
-        try {
-            events.read_line(line);
-        } catch (const Error& e) {
-            unreadable = e.what();
-        }
-    }
+    for (std::string line; std::getline(stream, line);) events.read_line_of_child(line);
     const RunPlan plan = result.plan;  // the stream's is the same, measured peak included
-    result = child_run_result(events, interrupted, whole_file(errors_path), unreadable, config.processes, code);
+    result = child_run_result(events, interrupted, whole_file(errors_path), config.processes, code);
     if (result.plan.global_batch == 0) result.plan = plan;
     return result;
 }
 
 RunResult child_run_result(const RunEventReader& events, bool stop_sent, const std::string& errors,
-                           const std::string& unreadable, int64_t processes, int exit_code) {
+                           int64_t processes, int exit_code) {
     RunResult result = events.result();
     if (events.end()) return result;
     if (stop_sent) {
@@ -191,7 +184,7 @@ RunResult child_run_result(const RunEventReader& events, bool stop_sent, const s
     } else {
         // The run failed before training (a bad setting), or a process died.
         result.reason = StopReason::failed;
-        result.message = failure_line(errors, unreadable, processes, exit_code);
+        result.message = failure_line(errors, events.unreadable(), processes, exit_code);
     }
     return result;
 }
