@@ -35,26 +35,16 @@ ProcessRun::~ProcessRun() {
 }
 
 void ProcessRun::start() {
-    if (!scratch_.isValid()) {
-        result_.reason = StopReason::failed;
-        result_.message = "cannot create a temporary folder for the run: " + scratch_.errorString().toStdString();
-        done_ = true;
-        emit finished();
-        return;
-    }
+    if (!scratch_.isValid())
+        return failToStart("cannot create a temporary folder for the run: " + scratch_.errorString().toStdString());
     RunConfig child = config_;
     // The app keeps the final weights of every run; the child writes them for it to read back.
-    child.save_weights = scratch_.filePath(QStringLiteral("weights.safetensors")).toStdString();
+    child.save_weights = weightsPath().toStdString();
     child.metrics_out.clear();
     const QString config_path = scratch_.filePath(QStringLiteral("config.json"));
     QFile file(config_path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(q(config_to_json(child)).toUtf8()) < 0) {
-        result_.reason = StopReason::failed;
-        result_.message = "cannot write the run's configuration to " + config_path.toStdString();
-        done_ = true;
-        emit finished();
-        return;
-    }
+    if (!file.open(QIODevice::WriteOnly) || file.write(q(config_to_json(child)).toUtf8()) < 0)
+        return failToStart("cannot write the run's configuration to " + config_path.toStdString());
     file.close();
     process_.setArguments({QStringLiteral("train"), QStringLiteral("--config"), config_path,
                            QStringLiteral("--events-out"), QStringLiteral("-"), QStringLiteral("--stop-on-input"),
@@ -90,13 +80,19 @@ void ProcessRun::readEvent(const QByteArray& line) {
 
 void ProcessRun::onErrorOccurred(QProcess::ProcessError error) {
     if (error != QProcess::FailedToStart || done_) return;
-    result_.reason = StopReason::failed;
     const QString why = QFileInfo::exists(cli_) ? process_.errorString()
                                                 : tr("it is missing; build trainbench-cli, which sits beside the app");
-    result_.message = tr("a run of several processes starts %1, and it cannot start: %2").arg(cli_, why).toStdString();
+    failToStart(tr("a run of several processes starts %1, and it cannot start: %2").arg(cli_, why).toStdString());
+}
+
+void ProcessRun::failToStart(const std::string& message) {
+    result_.reason = StopReason::failed;
+    result_.message = message;
     done_ = true;
     emit finished();
 }
+
+QString ProcessRun::weightsPath() const { return scratch_.filePath(QStringLiteral("weights.safetensors")); }
 
 void ProcessRun::onFinished(int exitCode, QProcess::ExitStatus status) {
     if (done_) return;
@@ -106,7 +102,7 @@ void ProcessRun::onFinished(int exitCode, QProcess::ExitStatus status) {
     errors_ += process_.readAllStandardError();
     const int code = status == QProcess::NormalExit ? exitCode : 128 + SIGKILL;
     result_ = child_run_result(reader_, stop_sent_, errors_.toStdString(), config_.processes, code);
-    const QString weights = scratch_.filePath(QStringLiteral("weights.safetensors"));
+    const QString weights = weightsPath();
     if (result_.reason != StopReason::failed && result_.reason != StopReason::diverged && QFileInfo::exists(weights)) {
         try {
             result_.weights = load_weights(weights.toStdString());

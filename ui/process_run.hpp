@@ -4,6 +4,7 @@
 #include <QString>
 #include <QTemporaryDir>
 #include <memory>
+#include <string>
 
 #include "trainbench/run_events.hpp"
 #include "trainbench/trainer.hpp"
@@ -47,6 +48,10 @@ private:
     void readEvent(const QByteArray& line);
     void onFinished(int exitCode, QProcess::ExitStatus status);
     void onErrorOccurred(QProcess::ProcessError error);
+    // Ends the run as failed before any process trained.
+    void failToStart(const std::string& message);
+    // Where the child saves the final weights for the app to read back.
+    QString weightsPath() const;
 
     RunConfig config_;
     QString cli_;
