@@ -93,6 +93,7 @@ def run_ours(args, model, processes, threads, zero, name):
         "median_update_ms": statistics.median(float(r["update_ms"]) for r in rows),
         "comm_share": statistics.median(float(r["comm_ms"]) / float(r["update_ms"]) for r in rows),
         "optimizer_state_bytes": int(rows[-1]["mem_update_peak_optimizer_state"]),
+        "gradient_bytes": int(rows[-1]["mem_update_peak_gradients"]),
         "memory_plan": plan,
         "command": command,
     }
@@ -135,12 +136,14 @@ def write_doc(args, results, started, load_before, load_after):
              "figure is the median over the rounds of process 0's median update time after the warm-up. "
              "fp32, step_size 1: each of the 2 processes computes 1/2 of the global batch. "
              "`comm` is TrainBench's `comm_ms / update_ms` (median over updates): the collectives' share of the "
-             "update, waiting for the slower process included. `opt. state` is one process's optimizer state.", ""]
+             "update, waiting for the slower process included. `opt. state` and `gradients` are one process's "
+             "peak bytes in those categories during an update (ZeRO-2's gradients: its shard of the sum and the "
+             "buckets its backward pass has not yet reduce-scattered).", ""]
     for model, cases in results.items():
         config = MODELS[model]
         lines += [f"**{config['title']}** ({config['updates']} updates, first {config['warmup']} left out):", "",
-                  "| case | ms/update | vs PyTorch DDP | comm | opt. state | round medians (ms) |",
-                  "| --- | ---: | ---: | ---: | ---: | --- |"]
+                  "| case | ms/update | vs PyTorch DDP | comm | opt. state | gradients | round medians (ms) |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
         ddp = statistics.median(cases["PyTorch DDP (gloo), 2 processes x 1 thread"])
         for label, program, processes, threads, zero in CASES:
             times = cases[label]
@@ -148,7 +151,8 @@ def write_doc(args, results, started, load_before, load_after):
             extra = cases.get(label + ":extra", {})
             comm = f"{100 * extra['comm_share']:.1f}%" if program == "trainbench" and processes > 1 else ""
             state = f"{extra['optimizer_state_bytes'] / 2**20:.2f} MiB" if program == "trainbench" else ""
-            lines.append(f"| {label} | {median:.1f} | {ddp / median:.2f}x | {comm} | {state} | "
+            gradients = f"{extra['gradient_bytes'] / 2**20:.2f} MiB" if program == "trainbench" else ""
+            lines.append(f"| {label} | {median:.1f} | {ddp / median:.2f}x | {comm} | {state} | {gradients} | "
                          f"{', '.join(f'{t:.1f}' for t in times)} |")
         lines.append("")
     torch_version = next((e["torch"] for c in results.values() for k, e in c.items()
@@ -185,7 +189,7 @@ def main():
                     outcome = run_torch(args, model, processes, threads, name)
                 results[model][label].append(outcome["median_update_ms"])
                 extra = results[model].setdefault(label + ":extra", {})
-                for key in ("comm_share", "optimizer_state_bytes", "torch", "memory_plan"):
+                for key in ("comm_share", "optimizer_state_bytes", "gradient_bytes", "torch", "memory_plan"):
                     if key in outcome:
                         extra.setdefault(key + "_rounds", []).append(outcome[key])
                         extra[key] = (statistics.median(extra[key + "_rounds"]) if key == "comm_share"

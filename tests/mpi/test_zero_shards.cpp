@@ -5,6 +5,9 @@
 //   (the slices tile the whole exactly), the plan equals what the engine allocated on every
 //   process, category by category, and the slices add up to ZeRO-0's state, to the allocator's
 //   rounding of each slice.
+// - Gradients: with ZeRO-2 each process keeps its shard of the summed gradients and the buckets
+//   its backward pass has not yet reduce-scattered (for the GPT fewer bytes than the whole
+//   gradient), and its plan is again what it allocated.
 // - The update: ZeRO-1 gives ZeRO-0's weights bit for bit (the same allreduce, the same
 //   element-wise rule on each slice, exact copies gathered); ZeRO-2's reduce-scatter sums in
 //   another order, so its weights agree within float rounding. With gradient clipping (its norm
@@ -158,18 +161,22 @@ private slots:
         }
     }
 
-    // The collectives themselves: the reduce-scatter leaves each process its slice of the sum,
-    // the all-gather gives everyone every slice.
+    // The collectives themselves: the reduce-scatter leaves each process the sum of its block at
+    // the start of the buffer (blocks of uneven sizes, one of them empty, as a ZeRO-2 bucket's
+    // overlaps with the shards can be), the all-gather gives everyone every slice.
     void collectivesMoveTheRightSlices() {
         ProcessGroup& group = process_group();
         const int64_t n = 11;
+        const std::vector<int64_t> counts = {4, 0, 7};
+        int64_t first = 0;  // where this process's block starts
+        for (int r = 0; r < group.rank(); ++r) first += counts[static_cast<size_t>(r)];
         std::vector<float> values(n);
         for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i + 100 * group.rank());
-        group.reduce_scatter(values.data(), n);
-        const ShardRange mine = shard_of(n, group.rank(), group.size());
+        group.reduce_scatter(values.data(), counts);
         bool summed = true;
-        for (int64_t i = mine.begin; i < mine.end; ++i)
-            summed = summed && values[static_cast<size_t>(i)] == static_cast<float>(3 * i + 100 * (0 + 1 + 2));
+        for (int64_t i = 0; i < counts[static_cast<size_t>(group.rank())]; ++i)
+            summed = summed && values[static_cast<size_t>(i)] == static_cast<float>(3 * (first + i) + 100 * (0 + 1 + 2));
+        const ShardRange mine = shard_of(n, group.rank(), group.size());
         std::vector<float> gathered(n, -1.0f);
         for (int64_t i = mine.begin; i < mine.end; ++i) gathered[static_cast<size_t>(i)] = static_cast<float>(i);
         group.all_gather(gathered.data(), n);
@@ -216,6 +223,42 @@ private slots:
         for (int c = 0; c < kMemoryCategoryCount; ++c)
             if (c != static_cast<int>(optimizer) && c != static_cast<int>(MemoryCategory::cache))
                 QCOMPARE(sharded.memory.peak[static_cast<size_t>(c)], whole.memory.peak[static_cast<size_t>(c)]);
+    }
+
+    // ZeRO-2's gradients: each process keeps its shard of the summed gradients and, during a
+    // backward pass, the buckets not yet reduce-scattered; what its engine held is its plan,
+    // category by category. The optimizer state is ZeRO-1's slice, and the other categories are
+    // unchanged.
+    void gradientsAreTheShardPlusTheBuckets_data() {
+        QTest::addColumn<bool>("gpt");
+        QTest::newRow("mlp") << false;
+        QTest::newRow("gpt") << true;
+    }
+    void gradientsAreTheShardPlusTheBuckets() {
+        QFETCH(bool, gpt);
+        const RunConfig base = gpt ? gpt_config() : mlp_config();
+        const MeasuredRun stage1 = train_measured(with_zero(base, 1));
+        const MeasuredRun stage2 = train_measured(with_zero(base, 2));
+        const auto gradients = static_cast<size_t>(MemoryCategory::gradients);
+        const int64_t parameters = stage2.result.plan.parameter_count;
+        const ShardRange mine = shard_of(parameters, process_group().rank(), kProcesses);
+        qInfo("process %d: gradients %lld bytes with ZeRO-1, %lld with ZeRO-2 (its shard: %lld)", process_group().rank(),
+              static_cast<long long>(stage1.memory.peak[gradients]), static_cast<long long>(stage2.memory.peak[gradients]),
+              static_cast<long long>(TrackingArena::rounded_size(mine.size() * 4)));
+        QVERIFY2(stage2.result.reason == StopReason::max_steps, stage2.result.message.c_str());
+        for (int c = 0; c < kMemoryCategoryCount; ++c) {
+            if (c == static_cast<int>(MemoryCategory::cache)) continue;
+            QCOMPARE(stage2.memory.peak[static_cast<size_t>(c)], stage2.result.plan.planned_bytes[static_cast<size_t>(c)]);
+            if (c != static_cast<int>(gradients))
+                QCOMPARE(stage2.memory.peak[static_cast<size_t>(c)], stage1.memory.peak[static_cast<size_t>(c)]);
+        }
+        QCOMPARE(stage1.memory.peak[gradients], TrackingArena::rounded_size(parameters * 4));
+        QVERIFY(stage2.memory.peak[gradients] > TrackingArena::rounded_size(mine.size() * 4));
+        // A GPT's gradients are spread over many ops: the shard and the live buckets are less
+        // than the whole. This MLP's middle layer holds 84% of its parameters, and its bucket
+        // plus the shard is more than the whole: ZeRO-2 pays only where no one tensor dominates.
+        if (gpt) QVERIFY(stage2.memory.peak[gradients] < stage1.memory.peak[gradients]);
+        else QVERIFY(stage2.memory.peak[gradients] > stage1.memory.peak[gradients]);
     }
 
     void stagesGiveTheSameUpdate_data() {

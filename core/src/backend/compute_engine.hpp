@@ -70,9 +70,13 @@ public:
     // the global batch's sample count. Returns sum_i loss_i (unscaled).
     virtual double forward_backward(const MicroBatch& batch, double normaliser,
                                     double loss_scale) = 0;
+    // Data parallelism: this process's share of the micro-batch is empty (the last, partial batch
+    // of an epoch). It adds nothing, but takes part in any collective the other processes' backward
+    // passes make (ZeRO-2's bucket reduce-scatters).
+    virtual void skip_micro_batch() {}
     // Data parallelism: replaces the accumulated gradients by their sum over the processes of
-    // `group` (one MPI_Allreduce over the flat gradient buffer; with ZeRO-2 a reduce-scatter that
-    // sums only this rank's slice). Engines that cannot say so.
+    // `group` (one MPI_Allreduce over the flat gradient buffer; nothing left to do with ZeRO-2,
+    // whose backward passes reduced each bucket into this rank's slice). Engines that cannot say so.
     virtual void sum_gradients(ProcessGroup& group);
     // Squared L2 norm over all gradients as accumulated (still multiplied by the loss scale);
     // inf or NaN when any gradient is not finite.

@@ -3,6 +3,7 @@
 // this process's rank, how many there are, and the collectives the training loop needs. Every
 // rank calls the same collectives in the same order; in a group of one each is the identity.
 #include <cstdint>
+#include <vector>
 
 namespace trainbench {
 
@@ -14,10 +15,12 @@ public:
     // In place: every rank ends with the element-wise sum over the ranks (MPI_Allreduce).
     virtual void sum(float* values, int64_t n) = 0;
     virtual void sum(double* values, int64_t n) = 0;
-    // ZeRO (parallel/shard_range.hpp's slices of n elements): reduce_scatter leaves the sum over
-    // the ranks in this rank's slice of `values` (the rest is scratch), all_gather fills every
-    // slice with its owner's values.
-    virtual void reduce_scatter(float* values, int64_t n) = 0;
+    // ZeRO-2: `values` holds one block per rank, counts[r] elements for rank r, in rank order;
+    // afterwards its first counts[rank()] elements are the element-wise sum over the ranks of
+    // this rank's block (MPI_Reduce_scatter in place), and the rest is scratch.
+    virtual void reduce_scatter(float* values, const std::vector<int64_t>& counts) = 0;
+    // ZeRO (parallel/shard_range.hpp's slices of n elements): fills every slice of `values` with
+    // its owner's values.
     virtual void all_gather(float* values, int64_t n) = 0;
     // True on every rank when `flag` is true on any (a stop request, a failure).
     virtual bool any(bool flag) = 0;

@@ -27,7 +27,7 @@ public:
     int size() const override { return 1; }
     void sum(float*, int64_t) override {}
     void sum(double*, int64_t) override {}
-    void reduce_scatter(float*, int64_t) override {}
+    void reduce_scatter(float*, const std::vector<int64_t>&) override {}
     void all_gather(float*, int64_t) override {}
     bool any(bool flag) override { return flag; }
 };
@@ -54,13 +54,20 @@ public:
     int size() const override { return size_; }
     void sum(float* values, int64_t n) override { reduce(values, n, MPI_FLOAT); }
     void sum(double* values, int64_t n) override { reduce(values, n, MPI_DOUBLE); }
-    void reduce_scatter(float* values, int64_t n) override {
-        const Slices& slices = slices_of(n);
-        // In place, MPI puts this rank's slice at the start of the buffer: move it home.
-        check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, values, slices.counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+    void reduce_scatter(float* values, const std::vector<int64_t>& counts) override {
+        if (counts.size() != static_cast<size_t>(size_))
+            throw Error("internal: a reduce-scatter of " + std::to_string(counts.size()) + " blocks over " +
+                        std::to_string(size_) + " processes");
+        // MPI's counts are ints; the buffer keeps its capacity, so the steady state allocates nothing.
+        block_counts_.resize(counts.size());
+        for (size_t r = 0; r < counts.size(); ++r) {
+            if (counts[r] >= kLargestCount * 2)
+                throw Error("a ZeRO-2 gradient bucket over MPI holds at most 2^31 - 1 elements per process; this one " +
+                            std::to_string(counts[r]));
+            block_counts_[r] = static_cast<int>(counts[r]);
+        }
+        check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, values, block_counts_.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
                   "MPI_Reduce_scatter");
-        const auto mine = static_cast<size_t>(rank_);
-        std::memmove(values + slices.offsets[mine], values, static_cast<size_t>(slices.counts[mine]) * sizeof(float));
     }
     void all_gather(float* values, int64_t n) override {
         const Slices& slices = slices_of(n);
@@ -96,6 +103,7 @@ private:
         return slices_;
     }
     Slices slices_;
+    std::vector<int> block_counts_;
 
     template <typename T>
     void reduce(T* values, int64_t n, MPI_Datatype type) {

@@ -87,9 +87,45 @@ void assign_recompute_slots(GraphPlan& plan, const Uses& uses) {
         if (plan.tensor_alias[t] >= 0) plan.tensor_slot[t] = plan.tensor_slot[static_cast<size_t>(plan.tensor_alias[t])];
 }
 
-// Lifetimes of activation gradients over the backward pass (step b runs op n-1-b), and first-fit
-// offsets in one block. An activation's input gradient is its output gradient scaled in place,
-// so the two share a buffer.
+// A buffer that lives over steps [start, end] of the backward pass (step b runs op n-1-b).
+struct Lifetime {
+    int start = 1 << 30, end = -1;
+    int64_t floats = 0;
+    int64_t offset = -1;
+};
+
+// First-fit offsets in one block, in order of first use: each buffer takes the lowest offset
+// that overlaps no placed buffer whose lifetime overlaps its own. Returns the block's floats.
+int64_t place_first_fit(std::vector<Lifetime>& lifetimes) {
+    std::vector<size_t> order;
+    for (size_t g = 0; g < lifetimes.size(); ++g)
+        if (lifetimes[g].end >= 0) order.push_back(g);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lifetimes[a].start < lifetimes[b].start; });
+    std::vector<size_t> placed;
+    int64_t block = 0;
+    for (size_t g : order) {
+        Lifetime& iv = lifetimes[g];
+        std::vector<std::pair<int64_t, int64_t>> busy;
+        for (size_t p : placed) {
+            const Lifetime& other = lifetimes[p];
+            if (other.end < iv.start || iv.end < other.start) continue;
+            busy.push_back({other.offset, other.offset + other.floats});
+        }
+        std::sort(busy.begin(), busy.end());
+        int64_t offset = 0;
+        for (const auto& [begin, end] : busy) {
+            if (offset + iv.floats <= begin) break;
+            offset = std::max(offset, end);
+        }
+        iv.offset = offset;
+        block = std::max(block, offset + iv.floats);
+        placed.push_back(g);
+    }
+    return block;
+}
+
+// Lifetimes of activation gradients over the backward pass, placed first fit in one block. An
+// activation's input gradient is its output gradient scaled in place, so the two share a buffer.
 void assign_gradient_offsets(GraphPlan& plan, const Uses& uses) {
     const ModelDesc& m = plan.model;
     const int n_ops = static_cast<int>(m.ops.size());
@@ -102,46 +138,77 @@ void assign_gradient_offsets(GraphPlan& plan, const Uses& uses) {
     for (const OpDesc& op : m.ops)
         if (op.kind == OpKind::activation && needed[static_cast<size_t>(op.inputs[0])])
             group[static_cast<size_t>(op.inputs[0])] = group[static_cast<size_t>(op.outputs[0])];
-    struct Interval {
-        int start = 1 << 30, end = -1;
-        int64_t floats = 0;
-        int64_t offset = -1;
-    };
-    std::vector<Interval> intervals(n);
+    std::vector<Lifetime> intervals(n);
     for (size_t t = 0; t < n; ++t) {
         if (!needed[t]) continue;
-        Interval& iv = intervals[static_cast<size_t>(group[t])];
+        Lifetime& iv = intervals[static_cast<size_t>(group[t])];
         for (const auto& [op, k] : uses.consumers[t]) iv.start = std::min(iv.start, n_ops - 1 - op);
         iv.end = std::max(iv.end, n_ops - 1 - uses.producer[t]);
         iv.floats = std::max(iv.floats, align(plan.tensor_elements[t]));
     }
-    std::vector<size_t> order;
-    for (size_t g = 0; g < n; ++g)
-        if (intervals[g].end >= 0) order.push_back(g);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return intervals[a].start < intervals[b].start; });
-    std::vector<size_t> placed;
-    for (size_t g : order) {
-        Interval& iv = intervals[g];
-        // Lowest offset that overlaps no placed buffer whose lifetime overlaps this one.
-        std::vector<std::pair<int64_t, int64_t>> busy;
-        for (size_t p : placed) {
-            const Interval& other = intervals[p];
-            if (other.end < iv.start || iv.end < other.start) continue;
-            busy.push_back({other.offset, other.offset + other.floats});
-        }
-        std::sort(busy.begin(), busy.end());
-        int64_t offset = 0;
-        for (const auto& [begin, end] : busy) {
-            if (offset + iv.floats <= begin) break;
-            offset = std::max(offset, end);
-        }
-        iv.offset = offset;
-        plan.grad_floats = std::max(plan.grad_floats, offset + iv.floats);
-        placed.push_back(g);
-    }
+    plan.grad_floats = place_first_fit(intervals);
     plan.grad_offset.assign(n, -1);
     for (size_t t = 0; t < n; ++t)
         if (needed[t]) plan.grad_offset[t] = intervals[static_cast<size_t>(group[t])].offset;
+}
+
+// ZeRO-2's gradient buckets (GraphPlan::gradient_buckets): a parameter's gradient is first
+// written by the backward of its last reader in the forward and complete after that of its
+// first; the parameters an op completes form one bucket, live from its first write to its
+// reduce-scatter right after that op.
+void assign_gradient_buckets(GraphPlan& plan, int shard_count) {
+    const ModelDesc& m = plan.model;
+    const int n_ops = static_cast<int>(m.ops.size());
+    std::vector<int> first_reader(m.params.size(), n_ops), last_reader(m.params.size(), -1);
+    for (int o = 0; o < n_ops; ++o)
+        for (int p : m.ops[static_cast<size_t>(o)].params) {
+            first_reader[static_cast<size_t>(p)] = std::min(first_reader[static_cast<size_t>(p)], o);
+            last_reader[static_cast<size_t>(p)] = std::max(last_reader[static_cast<size_t>(p)], o);
+        }
+    std::vector<int> params_in_store_order(m.params.size());
+    std::iota(params_in_store_order.begin(), params_in_store_order.end(), 0);
+    std::sort(params_in_store_order.begin(), params_in_store_order.end(),
+              [&](int a, int b) { return plan.params.offset[static_cast<size_t>(a)] < plan.params.offset[static_cast<size_t>(b)]; });
+    plan.op_bucket.assign(m.ops.size(), -1);
+    std::vector<Lifetime> lifetimes;
+    for (int o = n_ops - 1; o >= 0; --o) {  // the backward's order
+        GraphPlan::GradientBucket bucket;
+        bucket.op = o;
+        Lifetime life;
+        life.end = n_ops - 1 - o;
+        for (int p : params_in_store_order) {
+            if (first_reader[static_cast<size_t>(p)] != o) continue;
+            bucket.params.push_back(p);
+            bucket.floats += m.params[static_cast<size_t>(p)].numel();
+            life.start = std::min(life.start, n_ops - 1 - last_reader[static_cast<size_t>(p)]);
+        }
+        if (bucket.params.empty()) continue;
+        for (int r = 0; r < shard_count; ++r) {
+            const ShardRange shard = shard_of(plan.params.count, r, shard_count);
+            int64_t in_shard = 0;
+            for (int p : bucket.params) {
+                const int64_t begin = plan.params.offset[static_cast<size_t>(p)];
+                const int64_t end = begin + m.params[static_cast<size_t>(p)].numel();
+                in_shard += std::max(int64_t{0}, std::min(end, shard.end) - std::max(begin, shard.begin));
+            }
+            bucket.counts.push_back(in_shard);
+        }
+        life.floats = align(bucket.floats);
+        plan.op_bucket[static_cast<size_t>(o)] = static_cast<int>(plan.gradient_buckets.size());
+        plan.gradient_buckets.push_back(std::move(bucket));
+        lifetimes.push_back(life);
+    }
+    plan.bucket_floats = place_first_fit(lifetimes);
+    plan.param_bucket_offset.assign(m.params.size(), -1);
+    for (size_t b = 0; b < plan.gradient_buckets.size(); ++b) {
+        GraphPlan::GradientBucket& bucket = plan.gradient_buckets[b];
+        bucket.offset = lifetimes[b].offset;
+        int64_t next = bucket.offset;
+        for (int p : bucket.params) {
+            plan.param_bucket_offset[static_cast<size_t>(p)] = next;
+            next += m.params[static_cast<size_t>(p)].numel();
+        }
+    }
 }
 
 // The first writer of a gradient in the backward pass (the last reader in the forward)
@@ -238,7 +305,8 @@ void plan_staging(GraphPlan& plan) {
 }  // namespace
 
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
-                          bool checkpointing, Precision precision, int shard_rank, int shard_count) {
+                          bool checkpointing, Precision precision, int shard_rank, int shard_count,
+                          bool shard_gradients) {
     GraphPlan plan;
     plan.model = model;
     plan.params = make_param_layout(model);
@@ -254,6 +322,7 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threa
     assign_recompute_slots(plan, uses);
     assign_gradient_offsets(plan, uses);
     assign_write_modes(plan, uses);
+    if (shard_gradients && shard_count > 1) assign_gradient_buckets(plan, shard_count);
     plan_kernels(plan, uses);
     plan_staging(plan);
     if (model.token_input) plan.token_elements = model.input_per_sample * micro_batch;
@@ -266,7 +335,7 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threa
     } else {
         add(MemoryCategory::parameters, p * 4);
     }
-    add(MemoryCategory::gradients, p * 4);
+    add(MemoryCategory::gradients, plan.gradient_floats() * 4);
     if (optimizer_slots > 0) add(MemoryCategory::optimizer_state, plan.optimizer_shard.size() * 4 * optimizer_slots);
     add(MemoryCategory::workspace, plan.packed_floats * 4);
     plan.first_step_buffer = plan.buffers.size();
@@ -276,6 +345,7 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threa
             add(MemoryCategory::activations, plan.tensor_elements[t] * plan.element_bytes(static_cast<int>(t)));
     for (int64_t bytes : plan.slot_bytes) add(MemoryCategory::activations, bytes);
     add(MemoryCategory::workspace, plan.grad_floats * 4);
+    if (plan.reduces_in_backward()) add(MemoryCategory::gradients, plan.bucket_floats * 4);
     add(MemoryCategory::workspace, plan.scratch_floats * 4);
     if (plan.sixteen_bit()) {
         for (int64_t floats : plan.input_staging_floats) add(MemoryCategory::workspace, floats * 4);

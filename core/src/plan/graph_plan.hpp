@@ -61,6 +61,30 @@ struct GraphPlan {
     std::vector<int64_t> grad_offset;
     int64_t grad_floats = 0;
 
+    // ZeRO-2 over several processes: the backward pass writes the parameters' gradients into
+    // buckets, one per op that completes some (the last op of the backward to write each of its
+    // parameters), placed in one per-micro-batch block by their lifetimes in the backward (first
+    // fit, as the activation gradients). Right after that op the bucket is reduce-scattered and
+    // each process adds its part into its shard of the gradients (optimizer_shard's slice of the
+    // flat store), the only gradient buffer that outlives the micro-batch. A bucket packs its
+    // parameters in flat-store order, so each process's part of it is one contiguous run, as
+    // MPI_Reduce_scatter lays blocks out. Empty otherwise: the backward writes the whole flat
+    // gradient, which the update sums with one allreduce.
+    struct GradientBucket {
+        int op = -1;                  // the op after whose backward it is complete
+        std::vector<int> params;      // in flat-store order
+        int64_t offset = 0;           // floats into the bucket block
+        int64_t floats = 0;           // the parameters' elements, packed
+        std::vector<int64_t> counts;  // per process, in rank order: its elements in that process's shard
+    };
+    std::vector<GradientBucket> gradient_buckets;  // in the order the backward completes them
+    std::vector<int> op_bucket;                    // per op: the bucket it completes, -1: none
+    std::vector<int64_t> param_bucket_offset;      // per param: floats into the bucket block
+    int64_t bucket_floats = 0;
+    bool reduces_in_backward() const { return !gradient_buckets.empty(); }
+    // Floats of the persistent gradient buffer: the whole flat store, or with buckets the shard.
+    int64_t gradient_floats() const { return reduces_in_backward() ? optimizer_shard.size() : params.count; }
+
     // Per op: whether its backward overwrites (first writer) or adds to each input's gradient,
     // and, in an update's first micro-batch, to each parameter's gradient.
     std::vector<std::vector<GradientWrite>> input_write;
@@ -82,7 +106,8 @@ struct GraphPlan {
 
     // Every allocation, persistent ones first (the weights: fp32, or fp32 master weights and the
     // 16-bit working copy; gradients; optimizer state; packed weights last); per-micro-batch ones
-    // after `first_step_buffer` (16-bit runs append the stagings).
+    // after `first_step_buffer` (the gradient bucket block, when planned, follows the activation
+    // gradients' block; 16-bit runs append the stagings).
     std::vector<PlannedBuffer> buffers;
     size_t first_step_buffer = 0;
     BytesByCategory planned_bytes() const;
@@ -95,8 +120,10 @@ struct GraphPlan {
     int64_t element_bytes(int t) const { return stored_16bit(t) ? 2 : 4; }
 };
 
+// ZeRO: shard_rank and shard_count give the optimizer state's slice; shard_gradients (stage 2)
+// also reduces the gradients into that slice during the backward pass (gradient_buckets).
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
-                          bool checkpointing, Precision precision = Precision::fp32,
-                          int shard_rank = 0, int shard_count = 1);  // ZeRO: the optimizer state's slice
+                          bool checkpointing, Precision precision = Precision::fp32, int shard_rank = 0,
+                          int shard_count = 1, bool shard_gradients = false);
 
 }  // namespace trainbench

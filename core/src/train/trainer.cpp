@@ -209,6 +209,8 @@ private:
                 if (micro.batch.count > 0)
                     loss_sum += engine_->forward_backward(
                         micro.batch, static_cast<double>(micro.global_count) * targets_per_sample, scale);
+                else
+                    engine_->skip_micro_batch();
             } while (micro.micro_index + 1 < micro.micro_count);
             if (group_.size() > 1) {
                 // Every process's gradients and losses are sums over its share of the batch,

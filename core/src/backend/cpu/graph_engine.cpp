@@ -51,7 +51,7 @@ GraphPlan plan_for(const EngineSpec& spec) {
     return make_graph_plan(spec.model, std::max(spec.max_micro_batch, spec.max_eval_batch),
                            WorkerTeam::resolved_size(spec.threads), optimizer_state_slots(spec.optimizer),
                            spec.gradient_checkpointing, spec.precision, sharded ? spec.shard_rank : 0,
-                           sharded ? spec.shard_count : 1);
+                           sharded ? spec.shard_count : 1, spec.zero_stage >= 2);
 }
 
 class GraphEngine final : public ComputeEngine {
@@ -68,7 +68,6 @@ public:
             const PlannedBuffer& b = plan_.buffers[next++];
             return arena_.acquire(b.category, b.bytes);
         };
-        const int64_t p = plan_.params.count;
         params_ = static_cast<float*>(take());
         if (plan_.sixteen_bit()) params16_ = static_cast<uint16_t*>(take());
         grads_ = static_cast<float*>(take());
@@ -77,7 +76,7 @@ public:
             optimizer_init_state(spec.optimizer, state_, plan_.optimizer_shard.size());
         }
         packed_ = static_cast<float*>(take());
-        std::fill(grads_, grads_ + p, 0.0f);
+        std::fill(grads_, grads_ + plan_.gradient_floats(), 0.0f);
         tensors_.assign(plan_.model.tensors.size(), nullptr);
         slots_.assign(plan_.slot_elements.size(), nullptr);
         step_buffers_.reserve(plan_.buffers.size());
@@ -89,14 +88,22 @@ public:
         packed_stale_ = true;
     }
     ModelWeights weights() const override { return gather_weights(plan_.model, plan_.params, params_); }
+    // With ZeRO-2's buckets each process holds its shard of the sum: all of them call this
+    // together to gather it whole.
     ModelWeights gradients() const override {
         if (grads_stale_) throw Error("gradients read after zero_grad() without a micro-batch");
-        return gather_weights(plan_.model, plan_.params, grads_);
+        if (!plan_.reduces_in_backward()) return gather_weights(plan_.model, plan_.params, grads_);
+        const ShardRange shard = plan_.optimizer_shard;
+        std::vector<float> whole(static_cast<size_t>(plan_.params.count));
+        std::copy(grads_, grads_ + shard.size(), whole.begin() + shard.begin);
+        process_group().all_gather(whole.data(), plan_.params.count);
+        return gather_weights(plan_.model, plan_.params, whole.data());
     }
 
     void zero_grad() override { grads_stale_ = true; }
 
     double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
+        first_micro_batch_ = grads_stale_;
         begin_micro_batch(batch);
         forward(batch.count);
         const double loss = loss_forward(batch, static_cast<float>(loss_scale / normaliser));
@@ -106,19 +113,34 @@ public:
         return loss;
     }
 
+    // ZeRO-2 reduced each bucket during the backward passes: the shard is summed already.
     void sum_gradients(ProcessGroup& group) override {
         materialise_zero_grad();
+        if (plan_.reduces_in_backward()) return;
         const CollectiveTimer timer(collective_ms_);
-        if (spec_.zero_stage >= 2) group.reduce_scatter(grads_, plan_.params.count);
-        else group.sum(grads_, plan_.params.count);
+        group.sum(grads_, plan_.params.count);
+    }
+
+    // A process whose share of a micro-batch is empty still takes part in ZeRO-2's
+    // reduce-scatters, adding zeros, and receives its shard's sum.
+    void skip_micro_batch() override {
+        if (!plan_.reduces_in_backward()) return;
+        first_micro_batch_ = grads_stale_;
+        grads_stale_ = false;
+        bucket_block_ = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
+        for (const GraphPlan::GradientBucket& bucket : plan_.gradient_buckets) {
+            std::fill(bucket_block_ + bucket.offset, bucket_block_ + bucket.offset + bucket.floats, 0.0f);
+            reduce_bucket(bucket);
+        }
+        arena_.release(bucket_block_);
+        bucket_block_ = nullptr;
     }
 
     double grad_norm_squared() override {
         materialise_zero_grad();
         if (spec_.zero_stage < 2) return gradient_norm_squared(grads_, plan_.params.count);
         // ZeRO-2: each process holds its slice of the reduced gradients; the norm is their sum.
-        const ShardRange shard = plan_.optimizer_shard;
-        double norm_squared = gradient_norm_squared(grads_ + shard.begin, shard.size());
+        double norm_squared = gradient_norm_squared(shard_gradients(), plan_.optimizer_shard.size());
         const CollectiveTimer timer(collective_ms_);
         process_group().sum(&norm_squared, 1);
         return norm_squared;
@@ -129,7 +151,7 @@ public:
     void optimizer_step(double lr, double grad_multiplier, int64_t step) override {
         materialise_zero_grad();
         const ShardRange shard = plan_.optimizer_shard;
-        optimizer_step_cpu(spec_.optimizer, params_ + shard.begin, grads_ + shard.begin, state_, shard.size(), lr,
+        optimizer_step_cpu(spec_.optimizer, params_ + shard.begin, shard_gradients(), state_, shard.size(), lr,
                            grad_multiplier, step, std::clamp(plan_.params.decay_end - shard.begin, int64_t{0}, shard.size()));
         if (sharded()) {
             const CollectiveTimer timer(collective_ms_);
@@ -203,8 +225,43 @@ private:
 
     void materialise_zero_grad() {
         if (!grads_stale_) return;
-        std::fill(grads_, grads_ + plan_.params.count, 0.0f);
+        std::fill(grads_, grads_ + plan_.gradient_floats(), 0.0f);
         grads_stale_ = false;
+    }
+
+    // The summed gradients of this process's slice of the parameters (all of them without ZeRO).
+    float* shard_gradients() const {
+        return plan_.reduces_in_backward() ? grads_ : grads_ + plan_.optimizer_shard.begin;
+    }
+
+    // ZeRO-2: sums a complete bucket over the processes and adds this process's part of the sum
+    // into its shard of the gradients (the update's first micro-batch writes it instead).
+    void reduce_bucket(const GraphPlan::GradientBucket& bucket) {
+        float* values = bucket_block_ + bucket.offset;
+        {
+            const CollectiveTimer timer(collective_ms_);
+            process_group().reduce_scatter(values, bucket.counts);
+        }
+        // The part arrives at the start of the bucket: each parameter's overlap with the shard,
+        // in flat-store order.
+        const ShardRange shard = plan_.optimizer_shard;
+        const float* next = values;
+        for (int p : bucket.params) {
+            const int64_t begin = std::max(plan_.params.offset[static_cast<size_t>(p)], shard.begin);
+            const int64_t end = std::min(plan_.params.offset[static_cast<size_t>(p)] +
+                                             plan_.model.params[static_cast<size_t>(p)].numel(),
+                                         shard.end);
+            if (begin >= end) continue;
+            float* into = grads_ + (begin - shard.begin);
+            const int64_t count = end - begin;
+            if (first_micro_batch_) {
+                std::copy(next, next + count, into);
+            } else {
+#pragma omp simd
+                for (int64_t i = 0; i < count; ++i) into[i] += next[i];
+            }
+            next += count;
+        }
     }
 
     // 16-bit runs: the working copy the products read, rounded from the master weights.
@@ -249,7 +306,12 @@ private:
         return offset < 0 ? nullptr : grad_block_ + offset;
     }
     float* param(int p) const { return params_ + plan_.params.offset[static_cast<size_t>(p)]; }
-    float* param_grad(int p) const { return grads_ + plan_.params.offset[static_cast<size_t>(p)]; }
+    // Where the backward writes parameter p's gradient: the flat gradient buffer, or with ZeRO-2
+    // its place in its bucket.
+    float* param_grad(int p) const {
+        if (plan_.reduces_in_backward()) return bucket_block_ + plan_.param_bucket_offset[static_cast<size_t>(p)];
+        return grads_ + plan_.params.offset[static_cast<size_t>(p)];
+    }
 
     // Takes the micro-batch's buffers in the planner's order and stages its input.
     void begin_micro_batch(const MicroBatch& batch) {
@@ -282,6 +344,7 @@ private:
         for (size_t t = 0; t < m.tensors.size(); ++t)  // in-place results share their input's storage
             if (plan_.tensor_alias[t] >= 0) tensors_[t] = tensors_[static_cast<size_t>(plan_.tensor_alias[t])];
         grad_block_ = static_cast<float*>(take());
+        if (plan_.reduces_in_backward()) bucket_block_ = static_cast<float*>(take());
         scratch_ = static_cast<float*>(take());
         if (plan_.sixteen_bit()) {
             for (float*& staging : input_staging_) staging = static_cast<float*>(take());
@@ -410,11 +473,15 @@ private:
                 resident_segment = segment;
             }
             backward_op(o, n);
+            if (plan_.reduces_in_backward() && plan_.op_bucket[static_cast<size_t>(o)] >= 0)
+                reduce_bucket(plan_.gradient_buckets[static_cast<size_t>(plan_.op_bucket[static_cast<size_t>(o)])]);
         }
     }
 
+    // Buckets start afresh each micro-batch; the flat gradient buffer only in an update's first.
     GradientWrite param_write(int o, size_t k) const {
-        return grads_stale_ ? plan_.first_param_write[static_cast<size_t>(o)][k] : GradientWrite::accumulate;
+        return grads_stale_ || plan_.reduces_in_backward() ? plan_.first_param_write[static_cast<size_t>(o)][k]
+                                                           : GradientWrite::accumulate;
     }
 
     void backward_op(int o, int64_t n) {
@@ -505,6 +572,8 @@ private:
     std::vector<void*> slots_;
     std::vector<void*> step_buffers_;
     float* grad_block_ = nullptr;
+    float* bucket_block_ = nullptr;  // ZeRO-2 only
+    bool first_micro_batch_ = false; // of the update: ZeRO-2 writes its shard rather than adding
     float* scratch_ = nullptr;
     std::array<float*, 2> input_staging_{};  // 16-bit runs only (GraphPlan's *_staging_floats)
     std::array<float*, 2> output_staging_{};
