@@ -38,6 +38,9 @@ void DatasetFieldControl::listFamily(ModelFamily family) {
     if (family == ModelFamily::gpt) {
         combo_->addItem(tr("King James Bible (kjv, 4.3 MB of text)"), QStringLiteral("kjv"));
         combo_->addItem(tr("Text file…"), kText);
+    } else if (family == ModelFamily::cnn) {
+        combo_->addItem(tr("Fashion-MNIST (28×28, 10 classes)"), QStringLiteral("fashion-mnist"));
+        combo_->addItem(tr("IDX folder…"), kIdx);
     } else {
         combo_->addItem(tr("Spirals (2-D, 3 classes)"), QStringLiteral("spirals"));
         combo_->addItem(tr("Moons (2-D, 2 classes)"), QStringLiteral("moons"));

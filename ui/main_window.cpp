@@ -243,6 +243,8 @@ void MainWindow::buildMenus() {
     presets_menu_->addAction(tr("Default example (a small GPT on the King James Bible)"), this,
                              [this] { panel_->setConfig(default_example_config()); });
     presets_menu_->addAction(tr("MLP defaults"), this, [this] { panel_->setConfig(default_config(ModelFamily::mlp)); });
+    presets_menu_->addAction(tr("CNN defaults (Fashion-MNIST)"), this,
+                             [this] { panel_->setConfig(default_config(ModelFamily::cnn)); });
 
     auto* export_menu = menuBar()->addMenu(tr("&Export"));
     export_menu->addAction(tr("Loss curves as &CSV…"), this, [this] {

@@ -76,6 +76,11 @@ QString key_settings_text(const RunConfig& config) {
                                     .arg(config.n_head)
                                     .arg(config.n_embd)
                                     .arg(config.block_size)
+                          : config.model == ModelFamily::cnn
+                              ? QStringLiteral("CNN c%1 %2 %3")
+                                    .arg(hidden_layers_text(config.channels).replace(QLatin1Char(','), QStringLiteral("-c")),
+                                         hidden_layers_text(config.hidden),
+                                         QString::fromStdString(to_string(config.activation)))
                               : QStringLiteral("%1 %2").arg(hidden_layers_text(config.hidden),
                                                             QString::fromStdString(to_string(config.activation)));
     const QString processes = config.processes > 1 ? QStringLiteral("×%1 processes").arg(config.processes) : QString();

@@ -43,7 +43,9 @@ std::string flag_help(const ConfigField& field, RunFlags::Scope scope) {
     // `compare` gives every run the same number of updates.
     if (scope == RunFlags::Scope::compare && field.key == "max_steps")
         return "updates per run (same for every run)";
-    std::string help = field.family ? to_string(*field.family) + ": " : "";
+    std::string help;
+    for (size_t i = 0; i < field.families.size(); ++i)
+        help += (i ? "/" : "") + to_string(field.families[i]) + (i + 1 == field.families.size() ? ": " : "");
     if (field.kind != FieldKind::choice) return help + field.help;
     for (size_t i = 0; i < field.choices().size(); ++i)
         help += (i > 0 ? "|" : "") + field.choices()[i];

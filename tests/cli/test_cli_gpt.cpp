@@ -123,7 +123,7 @@ private slots:
             {{"train", "--dataset", "text:" + text_}, "use --model gpt"},
             {small_gpt({"--dataset", "text:" + scratch_.filePath("missing.txt")}), "does not exist"},
             {small_gpt({"--block-size", "100000"}), "lower --block-size"},
-            {small_gpt({"--model", "cnn"}), "unknown model 'cnn'"},
+            {small_gpt({"--model", "resnet"}), "unknown model 'resnet'"},
         };
         for (const Case& c : cases) {
             const CliRun run = run_cli(c.arguments);

@@ -47,7 +47,7 @@ bool is_numeric(FieldKind kind) {
 
 // The defaults of the model the field belongs to: a valid configuration where it is checked.
 RunConfig defaults_for(const ConfigField& field) {
-    return default_config(field.family.value_or(ModelFamily::mlp));
+    return default_config(field.families.empty() ? ModelFamily::mlp : field.families.front());
 }
 
 // Another value than `c` has, which validate() still accepts on the family's defaults.
@@ -199,7 +199,7 @@ private slots:
         QVERIFY(optimizer != nullptr);
         QCOMPARE(optimizer->choices(), (std::vector<std::string>{"sgd", "adam", "adamw", "rmsprop", "adagrad"}));
         QVERIFY(find_config_field("optimizer.beta1")->flag.empty());  // JSON-only
-        QVERIFY(find_config_field("n_head")->family == ModelFamily::gpt);
+        QVERIFY(find_config_field("n_head")->families == std::vector{ModelFamily::gpt});
         QVERIFY(find_config_field("save_weights")->train_only);
     }
 

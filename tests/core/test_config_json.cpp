@@ -186,7 +186,7 @@ private slots:
         QCOMPARE(key_of([] { config_from_json(R"({"optimizer": {"lr": "fast"}})"); }), std::string("optimizer.lr"));
         QCOMPARE(key_of([] { config_from_json(R"({"optimizer": "adamx"})"); }), std::string("optimizer.kind"));
         QCOMPARE(key_of([] { config_from_json(R"({"schedule": {"kind": 3}})"); }), std::string("schedule.kind"));
-        QCOMPARE(key_of([] { config_from_json(R"({"model": "cnn"})"); }), std::string("model"));
+        QCOMPARE(key_of([] { config_from_json(R"({"model": "resnet"})"); }), std::string("model"));
         QCOMPARE(key_of([] { config_from_json(R"({"memory_limit_bytes": "lots"})"); }),
                  std::string("memory_limit_bytes"));
         // Not about one field: the key is empty.

@@ -420,6 +420,8 @@ private slots:
         QCOMPARE(data.task, Task::classification);
         QCOMPARE(data.num_classes, int64_t(3));
         QCOMPARE(data.features, int64_t(6));
+        QCOMPARE(data.image_height, int64_t(2));  // what --model cnn convolves
+        QCOMPARE(data.image_width, int64_t(3));
         QCOMPARE(data.train.count, int64_t(3));
         QCOMPARE(data.validation.count, int64_t(2));
         QCOMPARE(data.validation_source, std::string("test set"));

@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -79,7 +80,7 @@ struct ConfigField {
     std::string help{};   // what it does; the CLI's help adds the family and the choice names
     FieldKind kind = FieldKind::text;
     std::optional<FieldRange> range{};    // none: every value of the type runs
-    std::optional<ModelFamily> family{};  // the model it applies to; none: every model
+    std::vector<ModelFamily> families{};  // the models it applies to; empty: every model
     bool train_only = false;            // a per-run output or setting `compare` does not take
     bool switch_sets = true;            // boolean: the value its flag sets (--no-shuffle: false)
     std::string details{};              // a form's tooltip: what it does to speed and memory
@@ -90,7 +91,9 @@ struct ConfigField {
 
     // Messages name a field by its flag, or by its key when it has none.
     const std::string& name_in_messages() const { return flag.empty() ? key : flag; }
-    bool applies_to(ModelFamily model) const { return !family || *family == model; }
+    bool applies_to(ModelFamily model) const {
+        return families.empty() || std::find(families.begin(), families.end(), model) != families.end();
+    }
     // Whether only_when holds for `config` (always true without a condition).
     bool condition_holds(const RunConfig& config) const;
     // choice: the accepted names; empty for other kinds.

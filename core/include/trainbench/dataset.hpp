@@ -34,6 +34,9 @@ struct Dataset {
     // language_model: num_classes is the vocabulary size, features the context length
     // (block_size, tokens per sample); vocabulary[i] is the byte token id i stands for.
     std::vector<uint8_t> vocabulary;
+    // Image sets (fashion-mnist, idx:DIR): each sample is one channel of image_height rows of
+    // image_width pixels, row after row; 0 for other sets.
+    int64_t image_height = 0, image_width = 0;
     int64_t output_width() const { return task == Task::regression ? 1 : num_classes; }
     // Loss terms per sample: one prediction per input token for a language model.
     int64_t targets_per_sample() const { return task == Task::language_model ? features : 1; }

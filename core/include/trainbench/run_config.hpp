@@ -11,7 +11,7 @@ enum class OptimizerKind { sgd, adam, adamw, rmsprop, adagrad };
 // Decay shape after warmup; warmup_steps > 0 combines a linear warmup with any of them.
 enum class ScheduleKind { constant, linear, cosine, step };
 enum class Precision { fp32, fp16, bf16 };
-enum class ModelFamily { mlp, gpt };
+enum class ModelFamily { mlp, gpt, cnn };
 
 // Hyper-parameters follow torch.optim's names and defaults. Unset optionals resolve to the
 // chosen optimizer's PyTorch default (see resolved_*()).
@@ -54,8 +54,9 @@ struct RunConfig {
 
     // Model
     ModelFamily model = ModelFamily::mlp;
-    std::vector<int64_t> hidden = {128, 128};  // mlp
-    Activation activation = Activation::relu;  // mlp
+    std::vector<int64_t> hidden = {128, 128};  // mlp; cnn: the Linear layers after the convolutions
+    Activation activation = Activation::relu;  // mlp, cnn
+    std::vector<int64_t> channels = {32, 64};  // cnn: output channels of each convolution block
     int64_t n_layer = 4;                       // gpt: transformer blocks
     int64_t n_head = 4;                        // gpt: attention heads (divides n_embd)
     int64_t n_embd = 128;                      // gpt: embedding width

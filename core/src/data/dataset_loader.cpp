@@ -21,8 +21,12 @@ constexpr const char* idx_file_names[4] = {
     "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
     "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
 
-DataSplit read_idx_split(const std::string& images_path, const std::string& labels_path) {
+// The split, and its images' height and width.
+DataSplit read_idx_split(const std::string& images_path, const std::string& labels_path, int64_t& height,
+                         int64_t& width) {
     data::IdxImages images = data::read_idx_images(images_path);
+    height = images.rows;
+    width = images.columns;
     std::vector<int32_t> labels = data::read_idx_labels(labels_path);
     if (static_cast<int64_t>(labels.size()) != images.count) {
         throw Error("IDX files disagree: " + images_path + " holds " +
@@ -51,12 +55,14 @@ Dataset load_idx_directory(const std::string& name, const std::string& directory
     Dataset dataset;
     dataset.name = name;
     dataset.task = Task::classification;
-    dataset.train = read_idx_split(paths[0], paths[1]);
-    dataset.validation = read_idx_split(paths[2], paths[3]);
-    if (dataset.train.features != dataset.validation.features) {
+    int64_t test_height = 0, test_width = 0;
+    dataset.train = read_idx_split(paths[0], paths[1], dataset.image_height, dataset.image_width);
+    dataset.validation = read_idx_split(paths[2], paths[3], test_height, test_width);
+    if (dataset.image_height != test_height || dataset.image_width != test_width) {
         throw Error("IDX files disagree: " + paths[0] + " has images of " +
-                    std::to_string(dataset.train.features) + " pixels but " + paths[2] + " of " +
-                    std::to_string(dataset.validation.features) + "; use files from the same release");
+                    std::to_string(dataset.image_height) + "x" + std::to_string(dataset.image_width) + " pixels but " +
+                    paths[2] + " of " + std::to_string(test_height) + "x" + std::to_string(test_width) +
+                    "; use files from the same release");
     }
     dataset.features = dataset.train.features;
     const int32_t largest_label =

@@ -21,6 +21,19 @@ ModelDesc build_model(const RunConfig& config, const Dataset& data) {
     }
     if (data.task == Task::language_model)
         throw Error("'" + data.name + "' is a text corpus for a language model; use --model gpt");
+    if (config.model == ModelFamily::cnn) {
+        if (data.image_height == 0 || data.task != Task::classification)
+            throw Error("--model cnn classifies images, and '" + data.name +
+                        "' has none; use --dataset fashion-mnist or idx:DIR, or --model mlp");
+        CnnShape shape;
+        shape.height = data.image_height;
+        shape.width = data.image_width;
+        shape.channels = config.channels;
+        shape.hidden = config.hidden;
+        shape.classes = data.num_classes;
+        shape.activation = config.activation;
+        return build_cnn(shape);
+    }
     std::vector<int64_t> sizes{data.features};
     sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
     sizes.push_back(data.output_width());

@@ -21,6 +21,19 @@ struct GptShape {
 // causal self-attention and a 4x GELU MLP, final LayerNorm, LM head tied to the embedding.
 ModelDesc build_gpt(const GptShape& shape);
 
+// A small image classifier as torch's tutorials write it: per entry of `channels` a block of
+// Conv2d(3x3, padding 1) + activation + MaxPool2d(2), named conv1, conv2, ...; then flatten
+// (NCHW order) and Linear layers of widths `hidden` with the activation between them and a last
+// one to `classes` logits, named fc1, fc2, ... Each convolution block is a checkpoint segment.
+struct CnnShape {
+    int64_t in_channels = 1, height = 28, width = 28;
+    std::vector<int64_t> channels = {32, 64};
+    std::vector<int64_t> hidden = {128};
+    int64_t classes = 10;
+    Activation activation = Activation::relu;
+};
+ModelDesc build_cnn(const CnnShape& shape);
+
 // The model a configuration asks for on this data set.
 ModelDesc build_model(const RunConfig& config, const Dataset& data);
 

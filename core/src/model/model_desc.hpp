@@ -46,6 +46,8 @@ enum class OpKind {
     residual_add,   // out = in0 + in1
     cross_entropy,  // softmax cross-entropy of in against the micro-batch's labels
     mean_squared_error,
+    conv2d,         // NCHW out = conv(in) + b, stride 1, same padding; params {W [out, in, k, k], b [out]}
+    max_pool,       // NCHW 2x2 max pooling, stride 2
 };
 
 struct OpDesc {
@@ -56,12 +58,13 @@ struct OpDesc {
     Activation activation = Activation::relu;  // activation ops
     int64_t rows_per_sample = 1;  // rows of [rows, width] activations one sample contributes
     int64_t heads = 0;            // attention
+    int64_t height = 0, width = 0;  // conv2d, max_pool: the input's image size
     int segment = -1;             // gradient checkpointing unit (a GPT block, MLP layers)
 };
 
 struct ModelDesc {
     ModelFamily family = ModelFamily::mlp;
-    std::string summary;               // "MLP 2-128-128-3", "GPT L4 H4 C128 T128 V65"
+    std::string summary;               // "MLP 2-128-128-3", "GPT L4 H4 C128 T128 V65", "CNN 1x28x28 c32-c64 128-10"
     bool token_input = false;          // samples are token windows (gpt), else float features
     int64_t input_per_sample = 0;      // features or tokens
     int64_t loss_terms_per_sample = 1; // targets per sample: 1, or the context length

@@ -6,6 +6,7 @@
 
 #include "memory/tracking_arena.hpp"
 #include "nn/attention.hpp"
+#include "nn/conv2d.hpp"
 #include "nn/layernorm.hpp"
 
 namespace trainbench {
@@ -228,9 +229,10 @@ void assign_write_modes(GraphPlan& plan, const Uses& uses) {
             plan.input_write[o].push_back(last == static_cast<int>(o) ? GradientWrite::overwrite : GradientWrite::accumulate);
             // Kernels that write an input gradient with a product overwrite it; such an input
             // must have no other reader.
-            if ((op.kind == OpKind::linear || op.kind == OpKind::attention || op.kind == OpKind::activation) &&
+            if ((op.kind == OpKind::linear || op.kind == OpKind::attention || op.kind == OpKind::activation ||
+                 op.kind == OpKind::conv2d) &&
                 uses.consumers[static_cast<size_t>(t)].size() > 1)
-                throw std::logic_error("planner: the input of a linear, attention or activation op has several readers");
+                throw std::logic_error("planner: the input of a linear, convolution, attention or activation op has several readers");
         }
         for (int p : op.params)
             plan.first_param_write[o].push_back(last_param_reader[static_cast<size_t>(p)] == static_cast<int>(o)
@@ -250,9 +252,13 @@ void plan_kernels(GraphPlan& plan, const Uses& uses) {
     for (size_t o = 0; o < m.ops.size(); ++o) {
         const OpDesc& op = m.ops[o];
         switch (op.kind) {
-            case OpKind::linear: {
+            case OpKind::linear:
+            case OpKind::conv2d: {
+                // A convolution's products are a Linear layer's over its rows of receptive fields.
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
-                const int64_t out = shape[0], in = shape[1];
+                const int64_t out = shape[0], in = m.params[static_cast<size_t>(op.params[0])].numel() / out;
+                if (op.kind == OpKind::conv2d)
+                    plan.scratch_floats = std::max(plan.scratch_floats, conv2d_scratch_floats(conv_shape(m, op), plan.micro_batch));
                 PackedLinear& p = plan.packed[o];
                 p.forward = make_packed_layout(PackedOperand::weights, in, out, plan.threads);
                 p.forward_offset = take(p.forward.total_floats() + out);
@@ -277,6 +283,7 @@ void plan_kernels(GraphPlan& plan, const Uses& uses) {
             case OpKind::activation:
             case OpKind::embedding:
             case OpKind::residual_add:
+            case OpKind::max_pool:
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: break;
         }
@@ -295,7 +302,7 @@ void plan_staging(GraphPlan& plan) {
     for (const OpDesc& op : m.ops) {
         for (size_t k = 0; k < op.inputs.size(); ++k) widen(plan.input_staging_floats, k, op.inputs[k]);
         for (size_t k = 0; k < op.outputs.size(); ++k) widen(plan.output_staging_floats, k, op.outputs[k]);
-        if (op.kind != OpKind::linear) continue;
+        if (op.kind != OpKind::linear && op.kind != OpKind::conv2d) continue;
         int64_t weights = 0;
         for (int p : op.params) weights += m.params[static_cast<size_t>(p)].numel();  // W, then b after it
         plan.weight_staging_floats = std::max(plan.weight_staging_floats, weights);
@@ -353,6 +360,12 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threa
         add(MemoryCategory::workspace, plan.weight_staging_floats * 4);
     }
     return plan;
+}
+
+ConvShape conv_shape(const ModelDesc& model, const OpDesc& op) {
+    const auto& weight = model.params[static_cast<size_t>(op.params[0])].shape;
+    return ConvShape{.in_channels = weight[1], .out_channels = weight[0], .height = op.height, .width = op.width,
+                     .kernel = weight[2]};
 }
 
 BytesByCategory GraphPlan::planned_bytes() const {

@@ -9,6 +9,7 @@
 
 #include "model/model_desc.hpp"
 #include "model/param_layout.hpp"
+#include "nn/conv2d.hpp"
 #include "nn/linear.hpp"
 #include "nn/packed_weights.hpp"
 #include "parallel/shard_range.hpp"
@@ -122,6 +123,9 @@ struct GraphPlan {
 
 // ZeRO: shard_rank and shard_count give the optimizer state's slice; shard_gradients (stage 2)
 // also reduces the gradients into that slice during the backward pass (gradient_buckets).
+// A conv2d op's shape: channels from its weight [out, in, k, k], the image from the op.
+ConvShape conv_shape(const ModelDesc& model, const OpDesc& op);
+
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
                           bool checkpointing, Precision precision = Precision::fp32, int shard_rank = 0,
                           int shard_count = 1, bool shard_gradients = false);

@@ -26,10 +26,12 @@
 #include "model/param_layout.hpp"
 #include "nn/activation.hpp"
 #include "nn/attention.hpp"
+#include "nn/conv2d.hpp"
 #include "nn/embedding.hpp"
 #include "nn/layernorm.hpp"
 #include "nn/linear.hpp"
 #include "nn/loss.hpp"
+#include "nn/max_pool.hpp"
 #include "nn/packed_weights.hpp"
 #include "optim/gradient_norm.hpp"
 #include "optim/optimizer_state_tensors.hpp"
@@ -381,7 +383,7 @@ private:
         const ModelDesc& m = plan_.model;
         for (size_t o = 0; o < m.ops.size(); ++o) {
             const OpDesc& op = m.ops[o];
-            if (op.kind != OpKind::linear) continue;
+            if (op.kind != OpKind::linear && op.kind != OpKind::conv2d) continue;
             const PackedLinear& p = plan_.packed[o];
             const float* w = product_param(op, 0);
             float* packed = packed_ + p.forward_offset;
@@ -440,6 +442,18 @@ private:
 #pragma omp simd
                     for (int64_t i = first; i < end; ++i) out[i] = a[i] + b[i];
                 });
+                break;
+            }
+            case OpKind::conv2d: {
+                const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
+                const float* packed = packed_ + p.forward_offset;
+                conv2d_forward(conv_shape(plan_.model, op), p.forward, packed, packed + p.forward.total_floats(),
+                               input(op, 0, n), output(op, 0), n, scratch_);
+                break;
+            }
+            case OpKind::max_pool: {
+                const int64_t channels = plan_.model.tensors[static_cast<size_t>(op.inputs[0])].per_sample / (op.height * op.width);
+                max_pool_forward(input(op, 0, n), output(op, 0), n, channels, op.height, op.width);
                 break;
             }
             case OpKind::cross_entropy:
@@ -551,6 +565,23 @@ private:
                         }
                     });
                 }
+                return;
+            }
+            case OpKind::conv2d: {
+                const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
+                // As a linear op's: 16-bit products take their output gradient in 16 bits.
+                if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
+                float* dinput = grad(op.inputs[0]);
+                conv2d_backward(conv_shape(plan_.model, op), p.transposed,
+                                dinput ? packed_ + p.transposed_offset : nullptr, input(op, 0, n), dout,
+                                param_grad(op.params[0]), param_grad(op.params[1]), dinput, n, param_write(o, 0), scratch_);
+                return;
+            }
+            case OpKind::max_pool: {
+                if (!grad(op.inputs[0])) return;
+                const int64_t channels = plan_.model.tensors[static_cast<size_t>(op.inputs[0])].per_sample / (op.height * op.width);
+                max_pool_backward(input(op, 0, n), dout, grad(op.inputs[0]), n, channels, op.height, op.width,
+                                  plan_.input_write[static_cast<size_t>(o)][0]);
                 return;
             }
             case OpKind::cross_entropy:

@@ -53,6 +53,9 @@ namespace trainbench {
 namespace cuda {
 namespace {
 
+constexpr const char* kNoConvolutions =
+    "the CUDA engine has no convolution kernels yet: train the CNN with --device cpu, or use --model mlp on the GPU";
+
 constexpr int64_t kByteAlignment = 256;
 
 int64_t align_up(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
@@ -99,6 +102,8 @@ struct DevicePlan {
 };
 
 DevicePlan make_device_plan(const EngineSpec& spec) {
+    for (const OpDesc& op : spec.model.ops)
+        if (op.kind == OpKind::conv2d || op.kind == OpKind::max_pool) throw Error(kNoConvolutions);
     DevicePlan plan;
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
     // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too.
@@ -657,6 +662,8 @@ private:
             }
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: return;  // the loss runs in loss()
+            case OpKind::conv2d:
+            case OpKind::max_pool: throw Error(kNoConvolutions);  // make_device_plan refuses such models first
         }
         store_outputs(op, n);
     }
@@ -779,6 +786,8 @@ private:
                 return;
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: return;
+            case OpKind::conv2d:
+            case OpKind::max_pool: throw Error(kNoConvolutions);
         }
     }
 
