@@ -13,6 +13,7 @@
 #include "backend/compute_engine.hpp"
 #include "core/allocation_counter.hpp"
 #include "core/same_bits.hpp"
+#include "core/torch_fixtures.hpp"
 #include "model/build_model.hpp"
 #include "model/init_weights.hpp"
 #include "nn/conv2d.hpp"
@@ -27,25 +28,14 @@ namespace {
 const std::string kDir = std::string(TRAINBENCH_FIXTURES_DIR) + "/cnn/";
 constexpr int64_t kBatch = 4, kHeight = 12, kWidth = 10, kImage = kHeight * kWidth;
 
-std::map<std::string, NamedTensor> read_all(const std::string& file) {
-    std::map<std::string, NamedTensor> out;
-    for (auto& t : read_safetensors(kDir + file)) out[t.name] = t;
-    return out;
-}
+std::map<std::string, NamedTensor> read_all(const std::string& file) { return testing::read_fixture_tensors(kDir + file); }
 
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-    double diff = 0.0, scale = 0.0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
-        scale = std::max(scale, std::abs(double(want[i])));
-    }
-    return diff / std::max(scale, 1e-30);
-}
+using testing::max_relative_error;
 
 #define EXPECT_CLOSE(name, got, want, tolerance)                                                              \
     do {                                                                                                      \
         QCOMPARE((got).size(), (want).size());                                                                \
-        const double error_ = relative_error(got, want);                                                      \
+        const double error_ = max_relative_error(got, want);                                                      \
         QVERIFY2(error_ < (tolerance), qPrintable(QString("%1: relative error %2").arg(name).arg(error_)));    \
     } while (0)
 

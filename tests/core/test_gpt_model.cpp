@@ -14,6 +14,7 @@
 #include "backend/compute_engine.hpp"
 #include "core/allocation_counter.hpp"
 #include "core/same_bits.hpp"
+#include "core/torch_fixtures.hpp"
 #include "model/build_model.hpp"
 #include "model/init_weights.hpp"
 #include "trainbench/weights.hpp"
@@ -33,11 +34,7 @@ constexpr int64_t B = 3, T = 16;
 constexpr double kBf16LossTolerance = 0x1p-9;
 constexpr double kFp16LossTolerance = 0x1p-12;
 
-std::map<std::string, NamedTensor> read_all(const std::string& file) {
-    std::map<std::string, NamedTensor> out;
-    for (auto& t : read_safetensors(kDir + file)) out[t.name] = t;
-    return out;
-}
+std::map<std::string, NamedTensor> read_all(const std::string& file) { return testing::read_fixture_tensors(kDir + file); }
 
 GptShape fixture_shape() {
     GptShape s;
@@ -67,20 +64,13 @@ std::vector<int32_t> ids(const NamedTensor& t, int64_t first, int64_t count) {
     return out;
 }
 
-// max|a-b| / max|b|, except that elements whose reference is pure rounding noise (the key
-// bias's gradient, mathematically zero: softmax ignores a shift of a whole row) are held to
-// an absolute bound instead.
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-    double diff = 0.0, scale = 0.0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
-        scale = std::max(scale, std::abs(double(want[i])));
-    }
-    return diff / std::max(scale, 1e-30);
-}
+using testing::max_relative_error;
 
 bool is_key_bias(const std::string& name) { return name.find("attn.c_attn.bias") != std::string::npos; }
 
+// max|a-b| / max|b|, except that elements whose reference is pure rounding noise (the key
+// bias's gradient, mathematically zero: softmax ignores a shift of a whole row) are held to
+// an absolute bound instead.
 void compare_tensor(const std::string& name, const std::vector<float>& got, const std::vector<float>& want,
                     double tolerance, double key_bias_absolute) {
     QCOMPARE(got.size(), want.size());
@@ -92,11 +82,11 @@ void compare_tensor(const std::string& name, const std::vector<float>& got, cons
         std::vector<float> g(got), w(want);
         std::fill(g.begin() + third, g.begin() + 2 * third, 0.0f);
         std::fill(w.begin() + third, w.begin() + 2 * third, 0.0f);
-        const double error = relative_error(g, w);
+        const double error = max_relative_error(g, w);
         QVERIFY2(error < tolerance, qPrintable(QString("%1: %2").arg(QString::fromStdString(name)).arg(error)));
         return;
     }
-    const double error = relative_error(got, want);
+    const double error = max_relative_error(got, want);
     QVERIFY2(error < tolerance, qPrintable(QString("%1: relative error %2").arg(QString::fromStdString(name)).arg(error)));
 }
 

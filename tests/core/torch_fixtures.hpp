@@ -1,0 +1,31 @@
+#pragma once
+// Reading PyTorch fixture files (safetensors written by tests/fixtures/make_*_fixtures.py) and
+// comparing the engine's tensors with them.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trainbench/weights.hpp"
+
+namespace testing {
+
+// Every tensor of the file, by name.
+inline std::map<std::string, trainbench::NamedTensor> read_fixture_tensors(const std::string& path) {
+    std::map<std::string, trainbench::NamedTensor> out;
+    for (auto& t : trainbench::read_safetensors(path)) out[t.name] = t;
+    return out;
+}
+
+// max|got - want| / max|want|: the error relative to the reference tensor's scale.
+inline double max_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        diff = std::max(diff, std::abs(double(got[i]) - double(want[i])));
+        scale = std::max(scale, std::abs(double(want[i])));
+    }
+    return diff / std::max(scale, 1e-30);
+}
+
+}  // namespace testing
