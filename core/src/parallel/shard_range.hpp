@@ -14,6 +14,13 @@ struct ShardRange {
     int64_t size() const { return end - begin; }
 };
 
+// The elements two ranges share; empty (size 0) when they are disjoint.
+inline ShardRange overlap(ShardRange a, ShardRange b) {
+    const int64_t begin = a.begin > b.begin ? a.begin : b.begin;
+    const int64_t end = a.end < b.end ? a.end : b.end;
+    return {begin, end > begin ? end : begin};
+}
+
 inline ShardRange shard_of(int64_t count, int rank, int ranks) {
     const int64_t base = count / ranks;
     const int64_t extra = count % ranks;

@@ -16,10 +16,11 @@ constexpr int64_t kAlignFloats = 16;  // 64 bytes: every planned offset starts a
 
 int64_t align(int64_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
-// Who reads each tensor, and which op writes it.
+// Who reads each tensor, and which op writes it; the first and last op to read each parameter.
 struct Uses {
     std::vector<int> producer;                                  // -1: the micro-batch's input
     std::vector<std::vector<std::pair<int, int>>> consumers;    // (op, input index)
+    std::vector<int> first_param_reader, last_param_reader;
 };
 
 Uses find_uses(const ModelDesc& model) {
@@ -32,6 +33,15 @@ Uses find_uses(const ModelDesc& model) {
             uses.consumers[static_cast<size_t>(op.inputs[k])].push_back({static_cast<int>(o), static_cast<int>(k)});
         for (int t : op.outputs) uses.producer[static_cast<size_t>(t)] = static_cast<int>(o);
     }
+    uses.first_param_reader.assign(model.params.size(), static_cast<int>(model.ops.size()));
+    uses.last_param_reader.assign(model.params.size(), -1);
+    for (size_t o = 0; o < model.ops.size(); ++o)
+        for (int p : model.ops[o].params) {
+            auto& first = uses.first_param_reader[static_cast<size_t>(p)];
+            auto& last = uses.last_param_reader[static_cast<size_t>(p)];
+            first = std::min(first, static_cast<int>(o));
+            last = std::max(last, static_cast<int>(o));
+        }
     return uses;
 }
 
@@ -157,15 +167,9 @@ void assign_gradient_offsets(GraphPlan& plan, const Uses& uses) {
 // written by the backward of its last reader in the forward and complete after that of its
 // first; the parameters an op completes form one bucket, live from its first write to its
 // reduce-scatter right after that op.
-void assign_gradient_buckets(GraphPlan& plan, int shard_count) {
+void assign_gradient_buckets(GraphPlan& plan, const Uses& uses, int shard_count) {
     const ModelDesc& m = plan.model;
     const int n_ops = static_cast<int>(m.ops.size());
-    std::vector<int> first_reader(m.params.size(), n_ops), last_reader(m.params.size(), -1);
-    for (int o = 0; o < n_ops; ++o)
-        for (int p : m.ops[static_cast<size_t>(o)].params) {
-            first_reader[static_cast<size_t>(p)] = std::min(first_reader[static_cast<size_t>(p)], o);
-            last_reader[static_cast<size_t>(p)] = std::max(last_reader[static_cast<size_t>(p)], o);
-        }
     std::vector<int> params_in_store_order(m.params.size());
     std::iota(params_in_store_order.begin(), params_in_store_order.end(), 0);
     std::sort(params_in_store_order.begin(), params_in_store_order.end(),
@@ -178,20 +182,16 @@ void assign_gradient_buckets(GraphPlan& plan, int shard_count) {
         Lifetime life;
         life.end = n_ops - 1 - o;
         for (int p : params_in_store_order) {
-            if (first_reader[static_cast<size_t>(p)] != o) continue;
+            if (uses.first_param_reader[static_cast<size_t>(p)] != o) continue;
             bucket.params.push_back(p);
             bucket.floats += m.params[static_cast<size_t>(p)].numel();
-            life.start = std::min(life.start, n_ops - 1 - last_reader[static_cast<size_t>(p)]);
+            life.start = std::min(life.start, n_ops - 1 - uses.last_param_reader[static_cast<size_t>(p)]);
         }
         if (bucket.params.empty()) continue;
         for (int r = 0; r < shard_count; ++r) {
             const ShardRange shard = shard_of(plan.params.count, r, shard_count);
             int64_t in_shard = 0;
-            for (int p : bucket.params) {
-                const int64_t begin = plan.params.offset[static_cast<size_t>(p)];
-                const int64_t end = begin + m.params[static_cast<size_t>(p)].numel();
-                in_shard += std::max(int64_t{0}, std::min(end, shard.end) - std::max(begin, shard.begin));
-            }
+            for (int p : bucket.params) in_shard += overlap(plan.param_range(p), shard).size();
             bucket.counts.push_back(in_shard);
         }
         life.floats = align(bucket.floats);
@@ -218,9 +218,6 @@ void assign_write_modes(GraphPlan& plan, const Uses& uses) {
     const ModelDesc& m = plan.model;
     plan.input_write.resize(m.ops.size());
     plan.first_param_write.resize(m.ops.size());
-    std::vector<int> last_param_reader(m.params.size(), -1);
-    for (size_t o = 0; o < m.ops.size(); ++o)
-        for (int p : m.ops[o].params) last_param_reader[static_cast<size_t>(p)] = static_cast<int>(o);
     for (size_t o = 0; o < m.ops.size(); ++o) {
         const OpDesc& op = m.ops[o];
         for (int t : op.inputs) {
@@ -235,7 +232,7 @@ void assign_write_modes(GraphPlan& plan, const Uses& uses) {
                 throw std::logic_error("planner: the input of a linear, convolution, attention or activation op has several readers");
         }
         for (int p : op.params)
-            plan.first_param_write[o].push_back(last_param_reader[static_cast<size_t>(p)] == static_cast<int>(o)
+            plan.first_param_write[o].push_back(uses.last_param_reader[static_cast<size_t>(p)] == static_cast<int>(o)
                                                     ? GradientWrite::overwrite
                                                     : GradientWrite::accumulate);
     }
@@ -329,7 +326,7 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threa
     assign_recompute_slots(plan, uses);
     assign_gradient_offsets(plan, uses);
     assign_write_modes(plan, uses);
-    if (shard_gradients && shard_count > 1) assign_gradient_buckets(plan, shard_count);
+    if (shard_gradients && shard_count > 1) assign_gradient_buckets(plan, uses, shard_count);
     plan_kernels(plan, uses);
     plan_staging(plan);
     if (model.token_input) plan.token_elements = model.input_per_sample * micro_batch;

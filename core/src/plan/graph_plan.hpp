@@ -114,6 +114,11 @@ struct GraphPlan {
     BytesByCategory planned_bytes() const;
 
     int64_t rows(const OpDesc& op, int64_t samples) const { return samples * op.rows_per_sample; }
+    // Parameter p's elements in the flat store.
+    ShardRange param_range(int p) const {
+        const int64_t begin = params.offset[static_cast<size_t>(p)];
+        return {begin, begin + model.params[static_cast<size_t>(p)].numel()};
+    }
     bool sixteen_bit() const { return precision != Precision::fp32; }
     // Whether tensor t is stored in 16 bits: in a 16-bit run, all but statistics (LayerNorm's
     // mean and rstd stay fp32, as llm.c keeps them).

@@ -249,13 +249,10 @@ private:
         const ShardRange shard = plan_.optimizer_shard;
         const float* next = values;
         for (int p : bucket.params) {
-            const int64_t begin = std::max(plan_.params.offset[static_cast<size_t>(p)], shard.begin);
-            const int64_t end = std::min(plan_.params.offset[static_cast<size_t>(p)] +
-                                             plan_.model.params[static_cast<size_t>(p)].numel(),
-                                         shard.end);
-            if (begin >= end) continue;
-            float* into = grads_ + (begin - shard.begin);
-            const int64_t count = end - begin;
+            const ShardRange part = overlap(plan_.param_range(p), shard);
+            const int64_t count = part.size();
+            if (count == 0) continue;
+            float* into = grads_ + (part.begin - shard.begin);
             if (first_micro_batch_) {
                 std::copy(next, next + count, into);
             } else {
@@ -308,6 +305,10 @@ private:
         return offset < 0 ? nullptr : grad_block_ + offset;
     }
     float* param(int p) const { return params_ + plan_.params.offset[static_cast<size_t>(p)]; }
+    // A max-pool op's channels: its input's elements per sample over the image's.
+    int64_t pooled_channels(const OpDesc& op) const {
+        return plan_.model.tensors[static_cast<size_t>(op.inputs[0])].per_sample / (op.height * op.width);
+    }
     // Where the backward writes parameter p's gradient: the flat gradient buffer, or with ZeRO-2
     // its place in its bucket.
     float* param_grad(int p) const {
@@ -451,11 +452,9 @@ private:
                                input(op, 0, n), output(op, 0), n, scratch_);
                 break;
             }
-            case OpKind::max_pool: {
-                const int64_t channels = plan_.model.tensors[static_cast<size_t>(op.inputs[0])].per_sample / (op.height * op.width);
-                max_pool_forward(input(op, 0, n), output(op, 0), n, channels, op.height, op.width);
+            case OpKind::max_pool:
+                max_pool_forward(input(op, 0, n), output(op, 0), n, pooled_channels(op), op.height, op.width);
                 break;
-            }
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: return;  // the loss runs in loss_forward / evaluate
         }
@@ -578,10 +577,10 @@ private:
                 return;
             }
             case OpKind::max_pool: {
-                if (!grad(op.inputs[0])) return;
-                const int64_t channels = plan_.model.tensors[static_cast<size_t>(op.inputs[0])].per_sample / (op.height * op.width);
-                max_pool_backward(input(op, 0, n), dout, grad(op.inputs[0]), n, channels, op.height, op.width,
-                                  plan_.input_write[static_cast<size_t>(o)][0]);
+                float* dinput = grad(op.inputs[0]);
+                if (dinput)
+                    max_pool_backward(input(op, 0, n), dout, dinput, n, pooled_channels(op), op.height, op.width,
+                                      plan_.input_write[static_cast<size_t>(o)][0]);
                 return;
             }
             case OpKind::cross_entropy:
