@@ -58,11 +58,14 @@ void ProgressDisplay::start(const RunPlan& plan) {
         if (plan.zero > 0) processes += ", ZeRO-" + std::to_string(plan.zero);
         processes += ")";
     }
+    std::string parameters = std::to_string(plan.parameter_count) + " parameters";
+    if (plan.trainable_parameter_count < plan.parameter_count)
+        parameters += ", " + std::to_string(plan.trainable_parameter_count) + " of them trainable";
     std::fprintf(out_,
-                 "plan: %s (%" PRId64 " parameters), %" PRId64 " training %s, global batch %" PRId64
+                 "plan: %s (%s), %" PRId64 " training %s, global batch %" PRId64
                  "%s = micro-batch %" PRId64 " x step_size %" PRId64 "%s, %" PRId64 " updates/epoch, %" PRId64
                  " updates\n",
-                 plan.model_summary.c_str(), plan.parameter_count, plan.train_samples,
+                 plan.model_summary.c_str(), parameters.c_str(), plan.train_samples,
                  plan.tokens_per_sample > 0 ? "windows" : "samples", plan.global_batch, tokens.c_str(), plan.micro_batch,
                  plan.step_size, processes.c_str(), plan.updates_per_epoch, plan.total_updates);
     // What the engine will allocate at the peak of an update, before it allocates it: the

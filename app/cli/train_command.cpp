@@ -17,6 +17,7 @@
 #include "stop_on_input.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
+#include "trainbench/lora_weights.hpp"
 #include "trainbench/processes.hpp"
 #include "trainbench/run_events.hpp"
 #include "trainbench/trainer.hpp"
@@ -110,6 +111,7 @@ int stopped_exit_code() { return received_signal() > 0 ? 128 + received_signal()
 int run_as_helper_process(RunConfig config) {
     config.metrics_out.clear();
     config.save_weights.clear();
+    config.save_adapters.clear();
     install_interrupt_handlers(true);
     const RunResult result = train(config, Observer{}, &stop_requested(), nullptr);
     switch (result.reason) {
@@ -143,6 +145,7 @@ int run_train(const TrainArguments& arguments) {
     std::optional<MetricsCsvWriter> metrics;
     if (!config.metrics_out.empty()) metrics.emplace(config.metrics_out);
     if (!config.save_weights.empty()) check_writable(config.save_weights);
+    if (!config.save_adapters.empty()) check_writable(config.save_adapters);
     std::optional<EventStream> events;
     if (!arguments.events_out.empty()) events.emplace(arguments.events_out);
     // With the events on stdout, everything meant for a person goes to stderr.
@@ -150,6 +153,7 @@ int run_train(const TrainArguments& arguments) {
     RunConfig engine_config = config;
     engine_config.metrics_out.clear();
     engine_config.save_weights.clear();
+    engine_config.save_adapters.clear();
 
     install_interrupt_handlers();
     std::optional<StopOnInput> stop_on_input;
@@ -203,10 +207,20 @@ int run_train(const TrainArguments& arguments) {
         std::fprintf(human, "metrics: %" PRId64 " rows written to %s\n", metrics->rows_written(),
                      config.metrics_out.c_str());
     }
+    const char* when = interrupted ? " (as they were when the run was interrupted)" : "";
     if (!config.save_weights.empty() && !result.weights.empty()) {
-        save_weights(config.save_weights, result.weights);
-        std::fprintf(human, "weights: saved to %s%s\n", config.save_weights.c_str(),
-                     interrupted ? " (as they were when the run was interrupted)" : "");
+        if (config.lora_rank > 0) {
+            save_weights(config.save_weights,
+                         merge_lora_adapters(result.weights, config.lora_alpha / static_cast<double>(config.lora_rank)));
+            std::fprintf(human, "weights: saved to %s, the adapters merged into the base%s\n", config.save_weights.c_str(), when);
+        } else {
+            save_weights(config.save_weights, result.weights);
+            std::fprintf(human, "weights: saved to %s%s\n", config.save_weights.c_str(), when);
+        }
+    }
+    if (!config.save_adapters.empty() && !result.weights.empty()) {
+        save_lora_adapters(config.save_adapters, result.weights, config.lora_rank, config.lora_alpha, config.lora_targets);
+        std::fprintf(human, "adapters: saved to %s%s\n", config.save_adapters.c_str(), when);
     }
     // Last, so that a reader that sees it finds the output files in place.
     if (events) events->write(end_event_line(result));

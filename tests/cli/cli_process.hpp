@@ -51,15 +51,35 @@ struct MetricsTable {
     QString cell(int row, const QString& name) const { return rows.at(row).at(column(name)); }
 };
 
+// One CSV line's cells; a quoted cell may hold commas and doubled quotes (RFC 4180).
+inline QStringList split_csv_line(const QString& line) {
+    QStringList cells{QString()};
+    bool quoted = false;
+    for (qsizetype i = 0; i < line.size(); ++i) {
+        const QChar c = line[i];
+        if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+            cells.back() += '"';
+            ++i;
+        } else if (c == '"') {
+            quoted = !quoted;
+        } else if (c == ',' && !quoted) {
+            cells.append(QString());
+        } else {
+            cells.back() += c;
+        }
+    }
+    return cells;
+}
+
 inline std::optional<MetricsTable> read_metrics_csv(const QString& path) {
     QFile file(path);
     if (!file.open(QIODevice::ReadOnly | QIODevice::Text)) return std::nullopt;
     MetricsTable table;
     QTextStream stream(&file);
-    table.header = stream.readLine().split(',');
+    table.header = split_csv_line(stream.readLine());
     while (!stream.atEnd()) {
         QString line = stream.readLine();
-        if (!line.isEmpty()) table.rows.append(line.split(',', Qt::KeepEmptyParts));
+        if (!line.isEmpty()) table.rows.append(split_csv_line(line));
     }
     return table;
 }

@@ -61,6 +61,12 @@ struct RunConfig {
     int64_t n_head = 4;                        // gpt: attention heads (divides n_embd)
     int64_t n_embd = 128;                      // gpt: embedding width
     int64_t block_size = 128;                  // gpt: context length in tokens
+    // gpt: LoRA fine-tuning (PEFT's LoraConfig): rank 0 trains every weight; otherwise the base
+    // weights are frozen and each target Linear gets adapters A [rank, in], B [out, rank] whose
+    // product, scaled by alpha / rank, is added to its output.
+    int64_t lora_rank = 0;
+    double lora_alpha = 8.0;
+    std::string lora_targets = "attn,mlp";     // c_attn, c_proj, c_fc, attn, mlp (comma-separated)
 
     // Batching: batch_size samples per optimizer update (the global batch), split into
     // step_size contiguous micro-batches whose gradients are accumulated.
@@ -102,7 +108,8 @@ struct RunConfig {
 
     // Files
     std::string init_weights;        // safetensors to start from
-    std::string save_weights;        // safetensors written at the end
+    std::string save_weights;        // safetensors written at the end (LoRA: merged into the base)
+    std::string save_adapters;       // LoRA: the adapters alone, named as PEFT saves them
     std::string metrics_out;         // CSV, one row per update
     int64_t checkpoint_every = 0;    // updates between checkpoints; 0 = none
     std::string checkpoint_dir;

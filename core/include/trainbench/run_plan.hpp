@@ -26,6 +26,7 @@ struct RunPlan {
     int64_t total_updates = 0;         // epochs * updates_per_epoch, capped by max_steps
     std::string model_summary;         // "MLP 2-128-128-3", "GPT L4 H4 C128 T128 V65"
     int64_t parameter_count = 0;
+    int64_t trainable_parameter_count = 0;  // less than parameter_count when LoRA freezes the base
     BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update), per process
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise

@@ -23,13 +23,15 @@ enum class Technique {
     empty_cache,             // release the allocator cache every N updates
     optimizer_choice,        // sgd against adam (adam when the baseline is not adam)
     data_preloading,         // prefetch 2 micro-batches on a loader thread (or off)
+    peft_lora,               // GPT only: LoRA rank 8 on attn and mlp, the base frozen (or LoRA off)
     // Several processes (they need ComparisonOptions::run_processes):
     data_parallel,           // 2 processes sharing each global batch, the cores divided among them
     zero_1,                  // 2 processes, ZeRO-1 (optimizer state sharded)
     zero_2,                  // 2 processes, ZeRO-2 (+ gradients reduce-scattered)
 };
 std::string to_string(Technique);
-// Every single-process technique in table order, the baseline first.
+// Every single-process technique in table order, the baseline first (compare_techniques leaves
+// out PEFT (LoRA) for models other than the GPT).
 std::vector<Technique> all_techniques();
 // The rows that run in several processes (MPI), in table order.
 std::vector<Technique> multi_process_techniques();

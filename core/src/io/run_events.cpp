@@ -30,6 +30,7 @@ void each_plan_member(Plan& p, Visit&& visit) {
     visit("total_updates", p.total_updates);
     visit("model_summary", p.model_summary);
     visit("parameter_count", p.parameter_count);
+    visit("trainable_parameter_count", p.trainable_parameter_count);
     visit("planned_bytes", p.planned_bytes);
     visit("auto_fit_note", p.auto_fit_note);
     visit("flops_per_sample", p.flops_per_sample);

@@ -17,6 +17,9 @@ ModelDesc build_model(const RunConfig& config, const Dataset& data) {
         shape.n_embd = config.n_embd;
         shape.block_size = config.block_size;
         shape.vocab = data.num_classes;
+        shape.lora.rank = config.lora_rank;
+        shape.lora.alpha = config.lora_alpha;
+        if (config.lora_rank > 0) shape.lora.targets = parse_lora_targets(config.lora_targets);
         return build_gpt(shape);
     }
     if (data.task == Task::language_model)

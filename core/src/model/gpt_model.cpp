@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -35,11 +36,15 @@ public:
         const int logits = tensor("logits", T * V);
         op(OpKind::linear, {lnf}, {logits}, {wte}, -1);
         op(OpKind::cross_entropy, {logits}, {}, {}, -1);
+        if (s_.lora.rank > 0) freeze_base_and_append_adapters();
         // llm.c's count: 6 FLOPs per parameter per token (the tied wte/lm_head counted once)
-        // plus causal attention's QK^T and att.V, 6 L C T per token.
+        // plus causal attention's QK^T and att.V, 6 L C T per token. A frozen weight has no
+        // weight gradient: 2 FLOPs forward and 2 for its input's gradient, 4 per token.
         const auto N = static_cast<double>(m_.parameter_count());
+        const auto trainable = static_cast<double>(m_.trainable_parameter_count());
         const double L = static_cast<double>(s_.n_layer);
-        m_.training_flops_per_sample = static_cast<double>(T) * (6.0 * N + 6.0 * L * double(C) * double(T));
+        m_.training_flops_per_sample =
+            static_cast<double>(T) * (6.0 * trainable + 4.0 * (N - trainable) + 6.0 * L * double(C) * double(T));
         return m_;
     }
 
@@ -64,24 +69,63 @@ private:
 
         const int ln1 = layernorm(x, h + ".ln_1", ln1_w, ln1_b, l);
         const int qkv = tensor(h + ".attn.qkv", T * 3 * C);
-        op(OpKind::linear, {ln1}, {qkv}, {attn_w, attn_b}, l);
+        target_linear(ln1, qkv, attn_w, attn_b, s_.lora.targets.c_attn, l);
         const int y = tensor(h + ".attn.y", T * C);
         const int probabilities = tensor(h + ".attn.probabilities", s_.n_head * T * T);
         op(OpKind::attention, {qkv}, {y, probabilities}, {}, l).heads = s_.n_head;
         const int attn_out = tensor(h + ".attn.out", T * C);
-        op(OpKind::linear, {y}, {attn_out}, {aproj_w, aproj_b}, l);
+        target_linear(y, attn_out, aproj_w, aproj_b, s_.lora.targets.attn_c_proj, l);
         const int x_mid = tensor(h + ".residual_1", T * C);
         op(OpKind::residual_add, {x, attn_out}, {x_mid}, {}, l);
         const int ln2 = layernorm(x_mid, h + ".ln_2", ln2_w, ln2_b, l);
         const int fc = tensor(h + ".mlp.fc", T * 4 * C);
-        op(OpKind::linear, {ln2}, {fc}, {fc_w, fc_b}, l);
+        target_linear(ln2, fc, fc_w, fc_b, s_.lora.targets.c_fc, l);
         const int gelu = tensor(h + ".mlp.gelu", T * 4 * C);
         op(OpKind::activation, {fc}, {gelu}, {}, l).activation = Activation::gelu;
         const int mlp_out = tensor(h + ".mlp.out", T * C);
-        op(OpKind::linear, {gelu}, {mlp_out}, {mproj_w, mproj_b}, l);
+        target_linear(gelu, mlp_out, mproj_w, mproj_b, s_.lora.targets.mlp_c_proj, l);
         const int x_out = tensor(h + ".residual_2", T * C);
         op(OpKind::residual_add, {x_mid, mlp_out}, {x_out}, {}, l);
         return x_out;
+    }
+
+    // A block's Linear layer, with a LoRA adapter when it is a target. The adapter's tensors
+    // are appended here and moved after the base tensors once the model is complete.
+    void target_linear(int x, int out, int weight, int bias, bool adapted, int segment) {
+        if (s_.lora.rank <= 0 || !adapted) {
+            op(OpKind::linear, {x}, {out}, {weight, bias}, segment);
+            return;
+        }
+        const ParamDesc& base = m_.params[static_cast<size_t>(weight)];
+        const std::string module = base.name.substr(0, base.name.rfind(".weight"));  // "...attn.c_attn"
+        const int64_t rows_out = base.shape[0], in = base.shape[1];
+        const int64_t r = s_.lora.rank;
+        // PEFT: kaiming_uniform_(lora_A.weight, a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)); B = 0.
+        const int a = param(module + ".lora_A.weight", {r, in}, true, InitRule::uniform,
+                            1.0f / std::sqrt(static_cast<float>(in)));
+        const int b = param(module + ".lora_B.weight", {rows_out, r}, true, InitRule::zeros, 0.0f);
+        const int down = tensor(module + ".lora_down", s_.block_size * r);
+        op(OpKind::lora_linear, {x}, {out, down}, {weight, bias, a, b}, segment).lora_scale =
+            static_cast<float>(s_.lora.alpha / static_cast<double>(r));
+    }
+
+    // LoRA: every base tensor frozen, the adapters after them in the state_dict.
+    void freeze_base_and_append_adapters() {
+        std::vector<int> order;
+        for (int pass = 0; pass < 2; ++pass)
+            for (size_t p = 0; p < m_.params.size(); ++p)
+                if (is_lora_adapter(m_.params[p].name) == (pass == 1)) order.push_back(static_cast<int>(p));
+        std::vector<int> new_id(m_.params.size());
+        std::vector<ParamDesc> params;
+        for (int p : order) {
+            new_id[static_cast<size_t>(p)] = static_cast<int>(params.size());
+            params.push_back(m_.params[static_cast<size_t>(p)]);
+            params.back().trainable = is_lora_adapter(params.back().name);
+        }
+        m_.params = std::move(params);
+        for (OpDesc& o : m_.ops)
+            for (int& p : o.params) p = new_id[static_cast<size_t>(p)];
+        m_.summary += " LoRA r" + std::to_string(s_.lora.rank);
     }
 
     int layernorm(int x, const std::string& name, int weight, int bias, int segment) {
@@ -119,12 +163,42 @@ private:
 
 }  // namespace
 
+LoraTargets parse_lora_targets(const std::string& list) {
+    LoraTargets targets;
+    size_t begin = 0;
+    while (begin <= list.size()) {
+        const size_t comma = std::min(list.find(',', begin), list.size());
+        const std::string name = list.substr(begin, comma - begin);
+        if (name == "c_attn") targets.c_attn = true;
+        else if (name == "c_proj") targets.attn_c_proj = targets.mlp_c_proj = true;
+        else if (name == "c_fc") targets.c_fc = true;
+        else if (name == "attn") targets.c_attn = targets.attn_c_proj = true;
+        else if (name == "mlp") targets.c_fc = targets.mlp_c_proj = true;
+        else
+            throw Error("unknown LoRA target '" + name + "'; use c_attn, c_proj, c_fc, attn or mlp, comma-separated "
+                        "(e.g. --lora-targets attn,mlp)");
+        begin = comma + 1;
+    }
+    return targets;
+}
+
+bool is_lora_adapter(const std::string& name) {
+    for (const char* suffix : {".lora_A.weight", ".lora_B.weight"}) {
+        const std::string end = suffix;
+        if (name.size() > end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0) return true;
+    }
+    return false;
+}
+
 ModelDesc build_gpt(const GptShape& shape) {
     if (shape.n_layer < 1 || shape.n_head < 1 || shape.n_embd < 1 || shape.block_size < 1 || shape.vocab < 1)
         throw Error("a GPT needs at least one layer, head, channel, position and token");
     if (shape.n_embd % shape.n_head != 0)
         throw Error("invalid --n-head: " + std::to_string(shape.n_head) + " heads do not divide --n-embd " +
                     std::to_string(shape.n_embd));
+    if (shape.lora.rank < 0) throw Error("a LoRA rank is at least 1 (0 trains every weight)");
+    if (shape.lora.rank > 0 && !shape.lora.targets.any())
+        throw Error("LoRA needs at least one target layer; e.g. --lora-targets attn,mlp");
     return GptBuilder(shape).build();
 }
 

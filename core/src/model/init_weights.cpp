@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "model/build_model.hpp"
+
 namespace trainbench {
 
 ModelWeights init_weights(const ModelDesc& model, uint64_t seed) {
@@ -31,6 +33,16 @@ ModelWeights init_weights(const ModelDesc& model, uint64_t seed) {
         weights.tensors.push_back(std::move(t));
     }
     return weights;
+}
+
+ModelWeights with_initial_adapters(ModelWeights base, const ModelDesc& model, uint64_t seed) {
+    bool missing = false;
+    for (const ParamDesc& p : model.params) missing = missing || (is_lora_adapter(p.name) && !base.find(p.name));
+    if (!missing) return base;
+    const ModelWeights initial = init_weights(model, seed);
+    for (const ParamDesc& p : model.params)
+        if (is_lora_adapter(p.name) && !base.find(p.name)) base.tensors.push_back(*initial.find(p.name));
+    return base;
 }
 
 }  // namespace trainbench

@@ -10,4 +10,8 @@ namespace trainbench {
 // stream: identical on every platform and standard library.
 ModelWeights init_weights(const ModelDesc& model, uint64_t seed);
 
+// A LoRA fine-tune's starting weights: `base` (a plain model file, e.g. an earlier run's
+// --save-weights) with each adapter it lacks drawn as init_weights draws it for this seed.
+ModelWeights with_initial_adapters(ModelWeights base, const ModelDesc& model, uint64_t seed);
+
 }  // namespace trainbench

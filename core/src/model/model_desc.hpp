@@ -26,6 +26,9 @@ struct ParamDesc {
     InitRule init = InitRule::zeros;
     float init_scale = 0.0f;
     std::string alias;             // a second state_dict name for the same tensor (tied lm_head)
+    // Frozen tensors (a LoRA fine-tune's base weights) get no gradient and no optimizer state;
+    // nothing upstream of the trainable ones needs a gradient either, as torch's autograd prunes.
+    bool trainable = true;
     int64_t numel() const;
 };
 
@@ -48,6 +51,10 @@ enum class OpKind {
     mean_squared_error,
     conv2d,         // NCHW out = conv(in) + b, stride 1, same padding; params {W [out, in, k, k], b [out]}
     max_pool,       // NCHW 2x2 max pooling, stride 2
+    // A frozen Linear with a LoRA adapter (PEFT's lora.Linear): out = in W^T + b +
+    // lora_scale * (in A^T) B^T; params {W [out, in], b [out], A [r, in], B [out, r]}; outputs
+    // {out, in A^T [rows, r]}, the second saved for the backward of B.
+    lora_linear,
 };
 
 struct OpDesc {
@@ -59,6 +66,7 @@ struct OpDesc {
     int64_t rows_per_sample = 1;  // rows of [rows, width] activations one sample contributes
     int64_t heads = 0;            // attention
     int64_t height = 0, width = 0;  // conv2d, max_pool: the input's image size
+    float lora_scale = 0.0f;      // lora_linear: lora_alpha / rank
     int segment = -1;             // gradient checkpointing unit (a GPT block, MLP layers)
 };
 
@@ -77,6 +85,7 @@ struct ModelDesc {
     std::vector<OpDesc> ops;
 
     int64_t parameter_count() const;
+    int64_t trainable_parameter_count() const;
     // Index of the parameter named `name` (or aliased so), -1 when there is none.
     int find_param(const std::string& name) const;
 };

@@ -34,15 +34,19 @@ std::string shape_hint(const ModelDesc& model, const std::string& name) {
 ParamLayout make_param_layout(const ModelDesc& model) {
     ParamLayout layout;
     layout.offset.assign(model.params.size(), 0);
-    for (int pass = 0; pass < 2; ++pass) {
-        const bool decayed = pass == 0;
+    auto place = [&](bool trainable, bool decayed) {
         for (size_t i = 0; i < model.params.size(); ++i) {
-            if (model.params[i].decay != decayed) continue;
+            const ParamDesc& p = model.params[i];
+            if (p.trainable != trainable || (trainable && p.decay != decayed)) continue;
             layout.offset[i] = layout.count;
-            layout.count += model.params[i].numel();
+            layout.count += p.numel();
         }
-        if (decayed) layout.decay_end = layout.count;
-    }
+    };
+    place(true, true);
+    layout.decay_end = layout.count;
+    place(true, false);
+    layout.trainable_end = layout.count;
+    place(false, false);
     return layout;
 }
 
@@ -80,20 +84,33 @@ void scatter_weights(const ModelDesc& model, const ParamLayout& layout, const Mo
     }
 }
 
-ModelWeights gather_weights(const ModelDesc& model, const ParamLayout& layout, const float* store) {
+namespace {
+
+ModelWeights gather(const ModelDesc& model, const ParamLayout& layout, const float* store, bool trainable_only) {
     ModelWeights weights;
     for (size_t i = 0; i < model.params.size(); ++i) {
         const ParamDesc& p = model.params[i];
+        if (trainable_only && !p.trainable) continue;
         const float* begin = store + layout.offset[i];
         weights.tensors.push_back({p.name, p.shape, std::vector<float>(begin, begin + p.numel())});
     }
     for (size_t i = 0; i < model.params.size(); ++i) {
         const ParamDesc& p = model.params[i];
-        if (p.alias.empty()) continue;
+        if (p.alias.empty() || (trainable_only && !p.trainable)) continue;
         const float* begin = store + layout.offset[i];
         weights.tensors.push_back({p.alias, p.shape, std::vector<float>(begin, begin + p.numel())});
     }
     return weights;
+}
+
+}  // namespace
+
+ModelWeights gather_weights(const ModelDesc& model, const ParamLayout& layout, const float* store) {
+    return gather(model, layout, store, false);
+}
+
+ModelWeights gather_trainable(const ModelDesc& model, const ParamLayout& layout, const float* store) {
+    return gather(model, layout, store, true);
 }
 
 }  // namespace trainbench

@@ -1,9 +1,10 @@
 #pragma once
 // Where each parameter lives in an engine's flat parameter store, and the moves between that
 // store and named weights. One layout for every backend: trainable tensors that AdamW decays
-// first, then those it does not, each group in state_dict order, so weight decay, gradients,
-// optimizer state and the gradient norm each cover contiguous ranges. (An MLP decays every
-// tensor, so its store is its state_dict order: layers.0.weight, layers.0.bias, ...)
+// first, then the trainable ones it does not, then frozen ones (LoRA's base weights), each group
+// in state_dict order, so weight decay, gradients, optimizer state and the gradient norm each
+// cover a contiguous range from the start. (An MLP decays every tensor, so its store is its
+// state_dict order: layers.0.weight, layers.0.bias, ...)
 #include <cstdint>
 #include <vector>
 
@@ -15,7 +16,8 @@ namespace trainbench {
 struct ParamLayout {
     std::vector<int64_t> offset;  // per ModelDesc::params entry, in elements
     int64_t count = 0;            // elements in the store
-    int64_t decay_end = 0;        // [0, decay_end) decays, [decay_end, count) does not
+    int64_t decay_end = 0;        // [0, decay_end) decays, [decay_end, trainable_end) does not
+    int64_t trainable_end = 0;    // [trainable_end, count) is frozen: no gradient, no optimizer state
 };
 
 ParamLayout make_param_layout(const ModelDesc& model);
@@ -29,5 +31,7 @@ void check_weights_shape(const ModelWeights& weights, const ModelDesc& model);
 // tensor under each of its names, the alias last as torch's state_dict lists lm_head).
 void scatter_weights(const ModelDesc& model, const ParamLayout& layout, const ModelWeights& weights, float* store);
 ModelWeights gather_weights(const ModelDesc& model, const ParamLayout& layout, const float* store);
+// The trainable tensors only, from a store of layout.trainable_end elements (the gradients).
+ModelWeights gather_trainable(const ModelDesc& model, const ParamLayout& layout, const float* store);
 
 }  // namespace trainbench

@@ -93,6 +93,7 @@ void layernorm_backward(const float* dout, const float* inp, const float* weight
             }
         }
     });
+    if (!dweight) return;  // frozen weight and bias
     const bool accumulate_params = param_write == GradientWrite::accumulate;
     parallel_range(C, 2 * chunks, [&](int64_t first, int64_t end) {
         for (int64_t i = first; i < end; ++i) {

@@ -21,7 +21,8 @@ int64_t layernorm_backward_scratch_floats(int64_t C);
 // dinp (= or +=, input_write) the gradient with respect to inp, and dweight, dbias (= or +=,
 // param_write) summed over the rows. Accumulating dinp is how a pre-LN transformer adds the
 // block's branch gradient onto the residual stream's. dinp may alias dout with overwrite.
-// Bits do not depend on the worker team's size.
+// Null dweight and dbias: frozen, only dinp is written. Bits do not depend on the worker team's
+// size.
 void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
                         const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
                         GradientWrite input_write, GradientWrite param_write, float* scratch);

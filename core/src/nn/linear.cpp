@@ -98,9 +98,10 @@ void linear_backward(const float* weight, const float* input, const float* grad_
 void linear_backward_packed(const PackedLayout& transposed, const float* packed_transposed, const float* input,
                             const float* grad_output, float* grad_weight, float* grad_bias, float* grad_input,
                             int64_t in, int64_t out, int64_t batch, GradientWrite write) {
-    parallel_members(2 * in * out * batch, [&](int member, int members) {
-        weight_grad_rows(input, grad_output, grad_weight, grad_bias, in, out, batch, write,
-                         out * member / members, out * (member + 1) / members);
+    parallel_members((grad_weight ? 2 : 1) * in * out * batch, [&](int member, int members) {
+        if (grad_weight)  // null: W is frozen (a LoRA fine-tune's base), only dX is wanted
+            weight_grad_rows(input, grad_output, grad_weight, grad_bias, in, out, batch, write,
+                             out * member / members, out * (member + 1) / members);
         packed_product_slices(transposed, packed_transposed, nullptr, grad_output, grad_input, batch,
                               transposed.slices * member / members, transposed.slices * (member + 1) / members);
     });

@@ -26,7 +26,8 @@ void linear_backward(const float* weight, const float* input, const float* grad_
                      float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
                      int64_t out, int64_t batch, GradientWrite write);
 
-// linear_backward with W^T already packed (PackedOperand::weights_transposed) for dX.
+// linear_backward with W^T already packed (PackedOperand::weights_transposed) for dX; a null
+// grad_weight (a frozen W and b) computes dX alone.
 void linear_backward_packed(const PackedLayout& transposed, const float* packed_transposed, const float* input,
                             const float* grad_output, float* grad_weight, float* grad_bias, float* grad_input,
                             int64_t in, int64_t out, int64_t batch, GradientWrite write);

@@ -8,6 +8,7 @@
 #include "nn/attention.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/layernorm.hpp"
+#include "nn/lora.hpp"
 
 namespace trainbench {
 namespace {
@@ -43,6 +44,39 @@ Uses find_uses(const ModelDesc& model) {
             last = std::max(last, static_cast<int>(o));
         }
     return uses;
+}
+
+// torch's requires_grad: a tensor needs a gradient when a trainable parameter or a tensor that
+// needs one went into it. Frozen layers before the first trainable one (a LoRA fine-tune's
+// embedding and first LayerNorm) run no backward at all.
+std::vector<bool> find_requires_grad(const ModelDesc& model) {
+    std::vector<bool> needs(model.tensors.size(), false);
+    for (const OpDesc& op : model.ops) {
+        bool any = false;
+        for (int p : op.params) any = any || model.params[static_cast<size_t>(p)].trainable;
+        for (int t : op.inputs) any = any || needs[static_cast<size_t>(t)];
+        for (int t : op.outputs) needs[static_cast<size_t>(t)] = any;
+    }
+    return needs;
+}
+
+// What the backward kernels support of frozen parameters: a Linear or LayerNorm wholly frozen,
+// an embedding frozen, a LoRA layer's base frozen and its adapter trainable.
+void check_frozen_params(const ModelDesc& model) {
+    for (const OpDesc& op : model.ops) {
+        size_t frozen = 0;
+        for (int p : op.params) frozen += model.params[static_cast<size_t>(p)].trainable ? 0 : 1;
+        if (op.kind == OpKind::lora_linear) {
+            if (op.params.size() != 4 || !model.params[static_cast<size_t>(op.params[2])].trainable ||
+                !model.params[static_cast<size_t>(op.params[3])].trainable || frozen != 2)
+                throw std::logic_error("planner: a LoRA layer needs a frozen W, b and trainable A, B");
+            continue;
+        }
+        if (frozen == 0) continue;
+        const bool supported = op.kind == OpKind::linear || op.kind == OpKind::layernorm || op.kind == OpKind::embedding;
+        if (!supported || frozen != op.params.size())
+            throw std::logic_error("planner: frozen parameters are supported on whole linear, layernorm and embedding ops");
+    }
 }
 
 // An activation whose backward reads only its output (ReLU, tanh, sigmoid; not GELU) runs in
@@ -137,14 +171,14 @@ int64_t place_first_fit(std::vector<Lifetime>& lifetimes) {
 
 // Lifetimes of activation gradients over the backward pass, placed first fit in one block. An
 // activation's input gradient is its output gradient scaled in place, so the two share a buffer.
-void assign_gradient_offsets(GraphPlan& plan, const Uses& uses) {
+void assign_gradient_offsets(GraphPlan& plan, const Uses& uses, const std::vector<bool>& requires_grad) {
     const ModelDesc& m = plan.model;
     const int n_ops = static_cast<int>(m.ops.size());
     const size_t n = m.tensors.size();
     std::vector<int> group(n);
     std::iota(group.begin(), group.end(), 0);
     std::vector<bool> needed(n, false);
-    for (size_t t = 0; t < n; ++t) needed[t] = uses.producer[t] >= 0 && !uses.consumers[t].empty() &&
+    for (size_t t = 0; t < n; ++t) needed[t] = requires_grad[t] && uses.producer[t] >= 0 && !uses.consumers[t].empty() &&
                                              m.ops[static_cast<size_t>(uses.producer[t])].outputs[0] == static_cast<int>(t);
     for (const OpDesc& op : m.ops)
         if (op.kind == OpKind::activation && needed[static_cast<size_t>(op.inputs[0])])
@@ -182,14 +216,14 @@ void assign_gradient_buckets(GraphPlan& plan, const Uses& uses, int shard_count)
         Lifetime life;
         life.end = n_ops - 1 - o;
         for (int p : params_in_store_order) {
-            if (uses.first_param_reader[static_cast<size_t>(p)] != o) continue;
+            if (!m.params[static_cast<size_t>(p)].trainable || uses.first_param_reader[static_cast<size_t>(p)] != o) continue;
             bucket.params.push_back(p);
             bucket.floats += m.params[static_cast<size_t>(p)].numel();
             life.start = std::min(life.start, n_ops - 1 - uses.last_param_reader[static_cast<size_t>(p)]);
         }
         if (bucket.params.empty()) continue;
         for (int r = 0; r < shard_count; ++r) {
-            const ShardRange shard = shard_of(plan.params.count, r, shard_count);
+            const ShardRange shard = shard_of(plan.params.trainable_end, r, shard_count);
             int64_t in_shard = 0;
             for (int p : bucket.params) in_shard += overlap(plan.param_range(p), shard).size();
             bucket.counts.push_back(in_shard);
@@ -226,8 +260,8 @@ void assign_write_modes(GraphPlan& plan, const Uses& uses) {
             plan.input_write[o].push_back(last == static_cast<int>(o) ? GradientWrite::overwrite : GradientWrite::accumulate);
             // Kernels that write an input gradient with a product overwrite it; such an input
             // must have no other reader.
-            if ((op.kind == OpKind::linear || op.kind == OpKind::attention || op.kind == OpKind::activation ||
-                 op.kind == OpKind::conv2d) &&
+            if ((op.kind == OpKind::linear || op.kind == OpKind::lora_linear || op.kind == OpKind::attention ||
+                 op.kind == OpKind::activation || op.kind == OpKind::conv2d) &&
                 uses.consumers[static_cast<size_t>(t)].size() > 1)
                 throw std::logic_error("planner: the input of a linear, convolution, attention or activation op has several readers");
         }
@@ -238,7 +272,7 @@ void assign_write_modes(GraphPlan& plan, const Uses& uses) {
     }
 }
 
-void plan_kernels(GraphPlan& plan, const Uses& uses) {
+void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
     const ModelDesc& m = plan.model;
     plan.packed.resize(m.ops.size());
     auto take = [&plan](int64_t floats) {
@@ -250,6 +284,7 @@ void plan_kernels(GraphPlan& plan, const Uses& uses) {
         const OpDesc& op = m.ops[o];
         switch (op.kind) {
             case OpKind::linear:
+            case OpKind::lora_linear:
             case OpKind::conv2d: {
                 // A convolution's products are a Linear layer's over its rows of receptive fields.
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
@@ -259,7 +294,11 @@ void plan_kernels(GraphPlan& plan, const Uses& uses) {
                 PackedLinear& p = plan.packed[o];
                 p.forward = make_packed_layout(PackedOperand::weights, in, out, plan.threads);
                 p.forward_offset = take(p.forward.total_floats() + out);
-                if (uses.producer[static_cast<size_t>(op.inputs[0])] >= 0) {
+                if (op.kind == OpKind::lora_linear) {
+                    const int64_t rank = m.params[static_cast<size_t>(op.params[2])].shape[0];
+                    plan.scratch_floats = std::max(plan.scratch_floats, lora_backward_scratch_floats(plan.micro_batch * op.rows_per_sample, rank));
+                }
+                if (requires_grad[static_cast<size_t>(op.inputs[0])]) {
                     p.transposed = make_packed_layout(PackedOperand::weights_transposed, in, out, plan.threads);
                     p.transposed_offset = take(p.transposed.total_floats());
                 }
@@ -299,9 +338,15 @@ void plan_staging(GraphPlan& plan) {
     for (const OpDesc& op : m.ops) {
         for (size_t k = 0; k < op.inputs.size(); ++k) widen(plan.input_staging_floats, k, op.inputs[k]);
         for (size_t k = 0; k < op.outputs.size(); ++k) widen(plan.output_staging_floats, k, op.outputs[k]);
-        if (op.kind != OpKind::linear && op.kind != OpKind::conv2d) continue;
+        // The products' weights (W, then b, then a LoRA layer's A and B, one after the other), and
+        // the frozen weights LayerNorm and the embedding read, which only the 16-bit copy holds.
+        const bool widened_weights = op.kind == OpKind::linear || op.kind == OpKind::lora_linear ||
+                                     op.kind == OpKind::conv2d ||
+                                     ((op.kind == OpKind::layernorm || op.kind == OpKind::embedding) &&
+                                      !m.params[static_cast<size_t>(op.params[0])].trainable);
+        if (!widened_weights) continue;
         int64_t weights = 0;
-        for (int p : op.params) weights += m.params[static_cast<size_t>(p)].numel();  // W, then b after it
+        for (int p : op.params) weights += m.params[static_cast<size_t>(p)].numel();
         plan.weight_staging_floats = std::max(plan.weight_staging_floats, weights);
     }
 }
@@ -317,24 +362,26 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threa
     plan.micro_batch = micro_batch;
     plan.threads = threads;
     plan.optimizer_slots = optimizer_slots;
-    plan.optimizer_shard = shard_of(plan.params.count, shard_rank, shard_count);
+    plan.optimizer_shard = shard_of(plan.params.trainable_end, shard_rank, shard_count);
     plan.checkpointing = checkpointing;
     plan.precision = precision;
     for (const TensorDesc& t : model.tensors) plan.tensor_elements.push_back(t.per_sample * micro_batch);
+    check_frozen_params(model);
     const Uses uses = find_uses(model);
+    const std::vector<bool> requires_grad = find_requires_grad(model);
     assign_in_place_outputs(plan, uses);
     assign_recompute_slots(plan, uses);
-    assign_gradient_offsets(plan, uses);
+    assign_gradient_offsets(plan, uses, requires_grad);
     assign_write_modes(plan, uses);
     if (shard_gradients && shard_count > 1) assign_gradient_buckets(plan, uses, shard_count);
-    plan_kernels(plan, uses);
+    plan_kernels(plan, requires_grad);
     plan_staging(plan);
     if (model.token_input) plan.token_elements = model.input_per_sample * micro_batch;
 
     const int64_t p = plan.params.count;
     auto add = [&plan](MemoryCategory c, int64_t bytes) { plan.buffers.push_back({c, bytes}); };
     if (plan.sixteen_bit()) {
-        add(MemoryCategory::master_weights, p * 4);
+        add(MemoryCategory::master_weights, plan.fp32_weight_floats() * 4);
         add(MemoryCategory::parameters, p * 2);
     } else {
         add(MemoryCategory::parameters, p * 4);

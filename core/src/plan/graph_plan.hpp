@@ -38,8 +38,8 @@ struct GraphPlan {
     int64_t micro_batch = 0;  // samples the buffers hold (training and evaluation)
     int threads = 1;
     int optimizer_slots = 0;
-    // The slice of the parameters whose optimizer state this process holds: all of them, or its
-    // ZeRO shard.
+    // The slice of the trainable parameters ([0, params.trainable_end)) whose optimizer state
+    // this process holds: all of them, or its ZeRO shard.
     ShardRange optimizer_shard;
     bool checkpointing = false;
     // fp32, or the 16-bit format (bf16, fp16) of mixed precision: the activations and a working
@@ -83,8 +83,12 @@ struct GraphPlan {
     std::vector<int64_t> param_bucket_offset;      // per param: floats into the bucket block
     int64_t bucket_floats = 0;
     bool reduces_in_backward() const { return !gradient_buckets.empty(); }
-    // Floats of the persistent gradient buffer: the whole flat store, or with buckets the shard.
-    int64_t gradient_floats() const { return reduces_in_backward() ? optimizer_shard.size() : params.count; }
+    // Floats of the persistent gradient buffer: the trainable part of the flat store, or with
+    // buckets the shard.
+    int64_t gradient_floats() const { return reduces_in_backward() ? optimizer_shard.size() : params.trainable_end; }
+    // Floats of the fp32 weights: all of them, or in 16-bit runs the trainable ones' master
+    // copy (frozen weights are kept in the run's working precision only).
+    int64_t fp32_weight_floats() const { return sixteen_bit() ? params.trainable_end : params.count; }
 
     // Per op: whether its backward overwrites (first writer) or adds to each input's gradient,
     // and, in an update's first micro-batch, to each parameter's gradient.

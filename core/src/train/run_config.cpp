@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "data/text_corpus.hpp"
+#include "model/build_model.hpp"
 #include "trainbench/config_fields.hpp"
 #include "trainbench/error.hpp"
 
@@ -393,6 +394,18 @@ void validate(const RunConfig& c) {
         if (c.preload_device)
             reject("preload_device", "it keeps feature data sets on the GPU; a text corpus is copied per "
                                      "micro-batch, leave it out with --model gpt");
+        if (c.lora_rank > 0) {
+            try {
+                parse_lora_targets(c.lora_targets);
+            } catch (const Error& e) {
+                reject("lora_targets", e.what());
+            }
+            if (c.device != "cpu")
+                reject("lora_rank", "LoRA runs on the CPU engine only for now; use --device cpu or leave out --lora-rank");
+        } else if (!c.save_adapters.empty()) {
+            reject("save_adapters", "there are no adapters to save without LoRA; add --lora-rank R or leave out "
+                                    "--save-adapters");
+        }
         if (c.n_embd % c.n_head != 0)
             reject("n_head", std::to_string(c.n_head) + " heads do not divide --n-embd " + std::to_string(c.n_embd) +
                                  " (each head gets n_embd / n_head channels); e.g. --n-embd " +

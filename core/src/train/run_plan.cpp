@@ -103,6 +103,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     const auto spec = make_engine_spec(config, data, plan.micro_batch);
     plan.model_summary = spec.model.summary;
     plan.parameter_count = spec.model.parameter_count();
+    plan.trainable_parameter_count = spec.model.trainable_parameter_count();
     plan.flops_per_sample = spec.model.training_flops_per_sample;
     plan.planned_bytes = plan_engine_memory(config, spec);
     if (!is_cuda_device(config.device)) plan.threads = spec.threads;

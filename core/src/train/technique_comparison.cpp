@@ -23,6 +23,7 @@ std::string to_string(Technique technique) {
         case Technique::empty_cache: return "empty cache every N steps";
         case Technique::optimizer_choice: return "optimizer choice";
         case Technique::data_preloading: return "data preloading";
+        case Technique::peft_lora: return "PEFT (LoRA)";
         case Technique::data_parallel: return "data parallelism";
         case Technique::zero_1: return "DeepSpeed ZeRO-1";
         case Technique::zero_2: return "DeepSpeed ZeRO-2";
@@ -34,7 +35,8 @@ std::vector<Technique> all_techniques() {
     return {Technique::baseline,           Technique::batch_size,
             Technique::gradient_accumulation, Technique::gradient_checkpointing,
             Technique::mixed_precision,    Technique::empty_cache,
-            Technique::optimizer_choice,   Technique::data_preloading};
+            Technique::optimizer_choice,   Technique::data_preloading,
+            Technique::peft_lora};
 }
 
 std::vector<Technique> multi_process_techniques() {
@@ -60,6 +62,7 @@ TechniqueClaim claimed_effect(Technique technique) {
         case Technique::empty_cache: return {"no (~10% slower)", "yes"};
         case Technique::optimizer_choice: return {"yes", "yes"};
         case Technique::data_preloading: return {"yes", "no"};
+        case Technique::peft_lora: return {"yes", "yes"};
         // Not in the guide's table: more workers on the same global batch.
         case Technique::data_parallel: return {"yes", "no"};
         case Technique::zero_1:
@@ -106,6 +109,7 @@ RunConfig comparison_base(const RunConfig& base, int64_t steps) {
     RunConfig config = base;
     config.metrics_out.clear();
     config.save_weights.clear();
+    config.save_adapters.clear();
     config.checkpoint_every = 0;
     config.checkpoint_dir.clear();
     config.resume_dir.clear();
@@ -247,6 +251,14 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
             variant.prefetch = base.prefetch == 0 ? 2 : 0;
             description = arrow("prefetch", std::to_string(base.prefetch), std::to_string(variant.prefetch));
             break;
+        case Technique::peft_lora:
+            if (base.model != ModelFamily::gpt)
+                throw Error("PEFT (LoRA) adapts a GPT's attention and MLP layers; compare with --model gpt");
+            variant.lora_rank = base.lora_rank == 0 ? 8 : 0;
+            description = arrow("lora_rank", std::to_string(base.lora_rank), std::to_string(variant.lora_rank)) +
+                          (variant.lora_rank > 0 ? " (base frozen, adapters on " + variant.lora_targets + ")" : "");
+            validate(variant);
+            break;
         case Technique::data_parallel:
         case Technique::zero_1:
         case Technique::zero_2: {
@@ -280,6 +292,9 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
     auto stopped = [stop] { return stop && stop->load(); };
 
     std::vector<Technique> techniques = options.techniques;
+    // LoRA adapts a GPT's layers: other models have no row for it.
+    if (base.model != ModelFamily::gpt)
+        techniques.erase(std::remove(techniques.begin(), techniques.end(), Technique::peft_lora), techniques.end());
     // Every change is measured against the baseline, so it always runs, and first.
     techniques.erase(std::remove(techniques.begin(), techniques.end(), Technique::baseline),
                      techniques.end());

@@ -112,7 +112,7 @@ private:
         } else {
             ModelWeights weights;
             if (!config_.init_weights.empty()) {
-                weights = load_weights(config_.init_weights);
+                weights = with_initial_adapters(load_weights(config_.init_weights), spec_.model, config_.seed);
                 check_weights_shape(weights, spec_.model);
             } else {
                 weights = init_weights(spec_.model, config_.seed);

@@ -30,6 +30,7 @@
 #include "nn/embedding.hpp"
 #include "nn/layernorm.hpp"
 #include "nn/linear.hpp"
+#include "nn/lora.hpp"
 #include "nn/loss.hpp"
 #include "nn/max_pool.hpp"
 #include "nn/packed_weights.hpp"
@@ -85,21 +86,37 @@ public:
     }
 
     void set_weights(const ModelWeights& weights) override {
-        scatter_weights(plan_.model, plan_.params, weights, params_);
-        round_working_weights();
         packed_stale_ = true;
+        frozen_packed_ = false;
+        if (!keeps_frozen_16bit()) {
+            scatter_weights(plan_.model, plan_.params, weights, params_);
+            round_working_weights();
+            return;
+        }
+        // Frozen weights go to the 16-bit copy only.
+        std::vector<float> all(static_cast<size_t>(plan_.params.count));
+        scatter_weights(plan_.model, plan_.params, weights, all.data());
+        std::copy(all.begin(), all.begin() + plan_.params.trainable_end, params_);
+        store_16bit(plan_.precision, all.data(), params16_, plan_.params.count);
     }
-    ModelWeights weights() const override { return gather_weights(plan_.model, plan_.params, params_); }
+    ModelWeights weights() const override {
+        if (!keeps_frozen_16bit()) return gather_weights(plan_.model, plan_.params, params_);
+        std::vector<float> all(static_cast<size_t>(plan_.params.count));
+        std::copy(params_, params_ + plan_.params.trainable_end, all.begin());
+        const int64_t frozen = plan_.params.count - plan_.params.trainable_end;
+        load_16bit(plan_.precision, params16_ + plan_.params.trainable_end, all.data() + plan_.params.trainable_end, frozen);
+        return gather_weights(plan_.model, plan_.params, all.data());
+    }
     // With ZeRO-2's buckets each process holds its shard of the sum: all of them call this
     // together to gather it whole.
     ModelWeights gradients() const override {
         if (grads_stale_) throw Error("gradients read after zero_grad() without a micro-batch");
-        if (!plan_.reduces_in_backward()) return gather_weights(plan_.model, plan_.params, grads_);
+        if (!plan_.reduces_in_backward()) return gather_trainable(plan_.model, plan_.params, grads_);
         const ShardRange shard = plan_.optimizer_shard;
-        std::vector<float> whole(static_cast<size_t>(plan_.params.count));
+        std::vector<float> whole(static_cast<size_t>(plan_.params.trainable_end));
         std::copy(grads_, grads_ + shard.size(), whole.begin() + shard.begin);
-        process_group().all_gather(whole.data(), plan_.params.count);
-        return gather_weights(plan_.model, plan_.params, whole.data());
+        process_group().all_gather(whole.data(), plan_.params.trainable_end);
+        return gather_trainable(plan_.model, plan_.params, whole.data());
     }
 
     void zero_grad() override { grads_stale_ = true; }
@@ -120,7 +137,7 @@ public:
         materialise_zero_grad();
         if (plan_.reduces_in_backward()) return;
         const CollectiveTimer timer(collective_ms_);
-        group.sum(grads_, plan_.params.count);
+        group.sum(grads_, plan_.params.trainable_end);
     }
 
     // A process whose share of a micro-batch is empty still takes part in ZeRO-2's
@@ -140,7 +157,7 @@ public:
 
     double grad_norm_squared() override {
         materialise_zero_grad();
-        if (spec_.zero_stage < 2) return gradient_norm_squared(grads_, plan_.params.count);
+        if (spec_.zero_stage < 2) return gradient_norm_squared(grads_, plan_.params.trainable_end);
         // ZeRO-2: each process holds its slice of the reduced gradients; the norm is their sum.
         double norm_squared = gradient_norm_squared(shard_gradients(), plan_.optimizer_shard.size());
         const CollectiveTimer timer(collective_ms_);
@@ -157,7 +174,7 @@ public:
                            grad_multiplier, step, std::clamp(plan_.params.decay_end - shard.begin, int64_t{0}, shard.size()));
         if (sharded()) {
             const CollectiveTimer timer(collective_ms_);
-            process_group().all_gather(params_, plan_.params.count);
+            process_group().all_gather(params_, plan_.params.trainable_end);
         }
         round_working_weights();
         packed_stale_ = true;
@@ -193,10 +210,10 @@ public:
     }
 
     std::vector<NamedTensor> optimizer_state() const override {
-        if (!sharded()) return optimizer_state_tensors(spec_.optimizer, state_, plan_.params.count);
+        const int64_t n = plan_.params.trainable_end;
+        if (!sharded()) return optimizer_state_tensors(spec_.optimizer, state_, n);
         // Each slot's slices gathered into a whole tensor, as one process would hold it.
         const ShardRange shard = plan_.optimizer_shard;
-        const int64_t n = plan_.params.count;
         std::vector<float> whole(static_cast<size_t>(n * plan_.optimizer_slots));
         for (int s = 0; s < plan_.optimizer_slots; ++s) {
             float* slot = whole.data() + s * n;
@@ -207,7 +224,7 @@ public:
     }
 
     void set_optimizer_state(const std::vector<NamedTensor>& tensors) override {
-        load_optimizer_state_tensors(spec_.optimizer, tensors, state_, plan_.params.count, plan_.optimizer_shard);
+        load_optimizer_state_tensors(spec_.optimizer, tensors, state_, plan_.params.trainable_end, plan_.optimizer_shard);
     }
 
     MemoryReport memory() const override { return arena_.report(); }
@@ -263,10 +280,13 @@ private:
         }
     }
 
-    // 16-bit runs: the working copy the products read, rounded from the master weights.
+    // 16-bit runs: the working copy the products read, rounded from the master weights (the
+    // frozen ones have no master copy and stay as set_weights rounded them).
     void round_working_weights() {
-        if (plan_.sixteen_bit()) store_16bit(plan_.precision, params_, params16_, plan_.params.count);
+        if (plan_.sixteen_bit()) store_16bit(plan_.precision, params_, params16_, plan_.params.trainable_end);
     }
+    // A 16-bit run with frozen weights, which only the 16-bit copy holds.
+    bool keeps_frozen_16bit() const { return plan_.fp32_weight_floats() < plan_.params.count; }
 
     int64_t elements(int t, int64_t samples) const {
         return plan_.model.tensors[static_cast<size_t>(t)].per_sample * samples;
@@ -304,7 +324,23 @@ private:
         const int64_t offset = plan_.grad_offset[static_cast<size_t>(t)];
         return offset < 0 ? nullptr : grad_block_ + offset;
     }
-    float* param(int p) const { return params_ + plan_.params.offset[static_cast<size_t>(p)]; }
+    bool trainable(int p) const { return plan_.model.params[static_cast<size_t>(p)].trainable; }
+    // Where an op's parameter k goes when widened: the op's parameters one after another.
+    float* weight_staging(const OpDesc& op, size_t k) const {
+        int64_t offset = 0;
+        for (size_t j = 0; j < k; ++j) offset += plan_.model.params[static_cast<size_t>(op.params[j])].numel();
+        return weight_staging_ + offset;
+    }
+    // fp32 values of an op's parameter k for the kernels that read fp32 weights (LayerNorm, the
+    // embedding): the fp32 store, or a frozen weight's 16-bit copy widened into the weight staging.
+    const float* fp32_param(const OpDesc& op, size_t k) const {
+        const int p = op.params[k];
+        const int64_t offset = plan_.params.offset[static_cast<size_t>(p)];
+        if (offset < plan_.fp32_weight_floats()) return params_ + offset;
+        float* staging = weight_staging(op, k);
+        load_16bit(plan_.precision, params16_ + offset, staging, plan_.model.params[static_cast<size_t>(p)].numel());
+        return staging;
+    }
     // A max-pool op's channels: its input's elements per sample over the image's.
     int64_t pooled_channels(const OpDesc& op) const {
         return plan_.model.tensors[static_cast<size_t>(op.inputs[0])].per_sample / (op.height * op.width);
@@ -312,6 +348,7 @@ private:
     // Where the backward writes parameter p's gradient: the flat gradient buffer, or with ZeRO-2
     // its place in its bucket.
     float* param_grad(int p) const {
+        if (!trainable(p)) return nullptr;
         if (plan_.reduces_in_backward()) return bucket_block_ + plan_.param_bucket_offset[static_cast<size_t>(p)];
         return grads_ + plan_.params.offset[static_cast<size_t>(p)];
     }
@@ -371,20 +408,22 @@ private:
     // 16-bit runs the working copy widened into the weight staging (W, then b after it).
     const float* product_param(const OpDesc& op, size_t k) {
         const int p = op.params[k];
-        if (!plan_.sixteen_bit()) return param(p);
-        float* staging = weight_staging_ + (k == 0 ? 0 : plan_.model.params[static_cast<size_t>(op.params[0])].numel());
+        if (!plan_.sixteen_bit()) return params_ + plan_.params.offset[static_cast<size_t>(p)];
+        float* staging = weight_staging(op, k);
         const int64_t offset = plan_.params.offset[static_cast<size_t>(p)];
         load_16bit(plan_.precision, params16_ + offset, staging, plan_.model.params[static_cast<size_t>(p)].numel());
         return staging;
     }
 
-    // W (with its bias beside it) and W^T of every linear op, packed once per update.
+    // W (with its bias beside it) and W^T of every linear op, packed once per update; frozen
+    // ones once after set_weights.
     void refresh_packed_weights() {
         if (!packed_stale_) return;
         const ModelDesc& m = plan_.model;
         for (size_t o = 0; o < m.ops.size(); ++o) {
             const OpDesc& op = m.ops[o];
-            if (op.kind != OpKind::linear && op.kind != OpKind::conv2d) continue;
+            if (op.kind != OpKind::linear && op.kind != OpKind::lora_linear && op.kind != OpKind::conv2d) continue;
+            if (frozen_packed_ && !trainable(op.params[0])) continue;
             const PackedLinear& p = plan_.packed[o];
             const float* w = product_param(op, 0);
             float* packed = packed_ + p.forward_offset;
@@ -396,6 +435,7 @@ private:
             if (p.transposed_offset >= 0) pack_weights(p.transposed, w, packed_ + p.transposed_offset);
         }
         packed_stale_ = false;
+        frozen_packed_ = true;
     }
 
     void forward(int64_t n) {
@@ -414,19 +454,30 @@ private:
                                       input(op, 0, n), output(op, 0), rows);
                 break;
             }
+            case OpKind::lora_linear: {
+                const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
+                const float* packed = packed_ + p.forward_offset;
+                const float* x = input(op, 0, n);
+                float* out = output(op, 0);
+                packed_linear_forward(p.forward, packed, packed + p.forward.total_floats(), x, out, rows);
+                const auto& a = plan_.model.params[static_cast<size_t>(op.params[2])].shape;
+                lora_forward(x, product_param(op, 2), product_param(op, 3), op.lora_scale, output(op, 1), out, rows, a[1],
+                             p.forward.rows, a[0]);
+                break;
+            }
             case OpKind::activation:
                 activation_forward(op.activation, input(op, 0, n), output(op, 0), elements(op.outputs[0], n));
                 break;
             case OpKind::embedding: {
                 const auto& wte = plan_.model.params[static_cast<size_t>(op.params[0])];
-                embedding_forward(tokens_, param(op.params[0]), param(op.params[1]), output(op, 0), n,
+                embedding_forward(tokens_, fp32_param(op, 0), fp32_param(op, 1), output(op, 0), n,
                                   op.rows_per_sample, wte.shape[1]);
                 break;
             }
             case OpKind::layernorm: {
                 // outputs 1 and 2, the mean and rstd, are statistics: fp32 in every run.
                 const int64_t C = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
-                layernorm_forward(input(op, 0, n), param(op.params[0]), param(op.params[1]), output(op, 0),
+                layernorm_forward(input(op, 0, n), fp32_param(op, 0), fp32_param(op, 1), output(op, 0),
                                   tensor(op.outputs[1]), tensor(op.outputs[2]), rows, C);
                 break;
             }
@@ -478,6 +529,8 @@ private:
         const ModelDesc& m = plan_.model;
         int resident_segment = plan_.last_segment;
         for (int o = static_cast<int>(m.ops.size()) - 2; o >= 0; --o) {
+            // Ops with nothing trainable upstream or inside have no backward (GraphPlan::grad_offset).
+            if (!grad(m.ops[static_cast<size_t>(o)].outputs[0])) continue;
             const int segment = m.ops[static_cast<size_t>(o)].segment;
             if (plan_.checkpointing && segment >= 0 && segment != resident_segment) {
                 // Gradient checkpointing: rebuild the segment's dropped tensors from its kept input.
@@ -520,6 +573,23 @@ private:
                 }
                 return;
             }
+            case OpKind::lora_linear: {
+                const auto& a = plan_.model.params[static_cast<size_t>(op.params[2])].shape;
+                const int64_t rank = a[0], in = a[1];
+                const int64_t out = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
+                float* dinput = grad(op.inputs[0]);
+                const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
+                if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
+                const float* x = input(op, 0, n);
+                // The frozen product writes dX = W^T dout; the adapter adds its part to it.
+                if (dinput)
+                    linear_backward_packed(p.transposed, packed_ + p.transposed_offset, x, dout, nullptr, nullptr, dinput,
+                                           in, out, rows, GradientWrite::overwrite);
+                lora_backward(x, saved_output(op, 1, n), dout, product_param(op, 2), product_param(op, 3), op.lora_scale,
+                              param_grad(op.params[2]), param_grad(op.params[3]), dinput, rows, in, out, rank,
+                              param_write(o, 2), scratch_);
+                return;
+            }
             case OpKind::activation: {
                 // The input's gradient shares the output's buffer: scaled in place. f' is read
                 // from the input (GELU) or the output (the others); only that one is widened.
@@ -537,7 +607,7 @@ private:
             }
             case OpKind::layernorm: {
                 const int64_t C = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
-                layernorm_backward(dout, input(op, 0, n), param(op.params[0]), tensor(op.outputs[1]),
+                layernorm_backward(dout, input(op, 0, n), fp32_param(op, 0), tensor(op.outputs[1]),
                                    tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
                                    param_grad(op.params[1]), rows, C, plan_.input_write[static_cast<size_t>(o)][0],
                                    param_write(o, 0), scratch_);
@@ -597,6 +667,7 @@ private:
     float* state_ = nullptr;
     float* packed_ = nullptr;
     bool packed_stale_ = true;
+    bool frozen_packed_ = false;   // frozen weights' packing is still valid
     bool grads_stale_ = false;
     std::vector<void*> tensors_;   // fp32, or 16-bit codes where plan_.stored_16bit(t)
     std::vector<void*> slots_;

@@ -55,6 +55,8 @@ namespace {
 
 constexpr const char* kNoConvolutions =
     "the CUDA engine has no convolution kernels yet: train the CNN with --device cpu, or use --model mlp on the GPU";
+constexpr const char* kNoLora =
+    "the CUDA engine has no LoRA kernels yet: fine-tune with --device cpu, or leave out --lora-rank on the GPU";
 
 constexpr int64_t kByteAlignment = 256;
 
@@ -104,6 +106,8 @@ struct DevicePlan {
 DevicePlan make_device_plan(const EngineSpec& spec) {
     for (const OpDesc& op : spec.model.ops)
         if (op.kind == OpKind::conv2d || op.kind == OpKind::max_pool) throw Error(kNoConvolutions);
+    for (const OpDesc& op : spec.model.ops)
+        if (op.kind == OpKind::lora_linear) throw Error(kNoLora);
     DevicePlan plan;
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
     // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too.
@@ -664,6 +668,7 @@ private:
             case OpKind::mean_squared_error: return;  // the loss runs in loss()
             case OpKind::conv2d:
             case OpKind::max_pool: throw Error(kNoConvolutions);  // make_device_plan refuses such models first
+            case OpKind::lora_linear: throw Error(kNoLora);
         }
         store_outputs(op, n);
     }
@@ -788,6 +793,7 @@ private:
             case OpKind::mean_squared_error: return;
             case OpKind::conv2d:
             case OpKind::max_pool: throw Error(kNoConvolutions);
+            case OpKind::lora_linear: throw Error(kNoLora);
         }
     }
 

@@ -1,0 +1,113 @@
+// LoRA fine-tuning through the CLI as a user runs it: pretrain a small GPT and save it, fine-tune
+// it with --lora-rank from --init-weights, save the adapters (PEFT's names, the rank and alpha in
+// the file's metadata) and the merged model, which a plain run then loads; the plan shows the
+// trainable share and the memory plan gradients and optimizer state for the adapters only. Wrong
+// input gets one line naming the flag.
+#include <QFile>
+#include <QRegularExpression>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <map>
+
+#include "cli/cli_process.hpp"
+#include "trainbench/weights.hpp"
+
+class CliLoraTest : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir scratch_;
+    QString text_;
+
+    QStringList small_gpt(const QStringList& extra = {}) const {
+        return QStringList{"train", "--model", "gpt", "--dataset", "text:" + text_, "--n-layer", "2", "--n-head", "2",
+                           "--n-embd", "32", "--block-size", "16", "--batch-size", "8", "--threads", "1",
+                           "--eval-samples", "16", "--sample-chars", "0"} +
+               extra;
+    }
+
+    // "gradients 12 KiB" of the memory plan line, in bytes.
+    static double planned(const QString& out, const QString& category) {
+        const QRegularExpression pattern(category + " ([0-9.]+) (B|KiB|MiB)");
+        const QRegularExpressionMatch match = pattern.match(out);
+        if (!match.hasMatch()) return -1.0;
+        const double unit = match.captured(2) == "MiB" ? 1048576.0 : match.captured(2) == "KiB" ? 1024.0 : 1.0;
+        return match.captured(1).toDouble() * unit;
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(scratch_.isValid());
+        text_ = scratch_.filePath("text.txt");
+        QFile file(text_);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 200; ++i) file.write("In the beginning was the word, and the word was with the text.\n");
+    }
+
+    void pretrain_then_fine_tune_then_load_the_merged_model() {
+        const QString base = scratch_.filePath("base.safetensors");
+        const QString adapters = scratch_.filePath("adapters.safetensors");
+        const QString merged = scratch_.filePath("merged.safetensors");
+        const CliRun pretrain = run_cli(small_gpt({"--max-steps", "20", "--save-weights", base}));
+        QVERIFY2(pretrain.exit_code == 0, CLI_DIAGNOSTICS(pretrain));
+
+        const CliRun tune = run_cli(small_gpt({"--max-steps", "20", "--init-weights", base, "--lora-rank", "4",
+                                               "--lora-alpha", "8", "--save-adapters", adapters, "--save-weights",
+                                               merged}));
+        QVERIFY2(tune.exit_code == 0, CLI_DIAGNOSTICS(tune));
+        // 2 blocks x 4 targets: A [4, in] and B [out, 4] each; C = 32.
+        const int64_t adapter_count = 2 * 4 * ((32 + 96) + (32 + 32) + (32 + 128) + (128 + 32));
+        QVERIFY2(tune.out.contains(QString("%1 of them trainable").arg(adapter_count)), qPrintable(tune.out));
+        QVERIFY2(tune.out.contains("LoRA r4"), qPrintable(tune.out));
+        // Gradients: the adapters' fp32 values; AdamW's state: two of them.
+        QCOMPARE(planned(tune.out, "gradients"), double(adapter_count * 4));
+        QCOMPARE(planned(tune.out, "optimizer_state"), double(2 * adapter_count * 4));
+        QVERIFY2(tune.out.contains("adapters merged into the base"), qPrintable(tune.out));
+
+        std::map<std::string, std::string> metadata;
+        const auto saved = trainbench::read_safetensors(adapters.toStdString(), &metadata);
+        QCOMPARE(int(saved.size()), 16);
+        for (const auto& t : saved)
+            QVERIFY2(t.name.rfind("base_model.model.transformer.h.", 0) == 0 &&
+                         (t.name.find(".lora_A.weight") != std::string::npos || t.name.find(".lora_B.weight") != std::string::npos),
+                     t.name.c_str());
+        QCOMPARE(metadata.at("lora_rank"), std::string("4"));
+        QCOMPARE(metadata.at("lora_targets"), std::string("attn,mlp"));
+
+        // The merged file is a plain GPT's: it loads without LoRA, and it is not the base.
+        const auto merged_tensors = trainbench::load_weights(merged.toStdString());
+        const auto base_tensors = trainbench::load_weights(base.toStdString());
+        QCOMPARE(merged_tensors.tensors.size(), base_tensors.tensors.size());
+        QVERIFY(merged_tensors.find("transformer.h.0.attn.c_attn.weight")->data !=
+                base_tensors.find("transformer.h.0.attn.c_attn.weight")->data);
+        QVERIFY(merged_tensors.find("transformer.h.0.ln_1.weight")->data == base_tensors.find("transformer.h.0.ln_1.weight")->data);
+        const CliRun plain = run_cli(small_gpt({"--max-steps", "1", "--init-weights", merged}));
+        QVERIFY2(plain.exit_code == 0, CLI_DIAGNOSTICS(plain));
+    }
+
+    void wrong_input_gets_one_line() {
+        struct Case {
+            QStringList arguments;
+            QString expected;
+        };
+        const QList<Case> cases = {
+            {small_gpt({"--lora-rank", "4", "--lora-targets", "attn,q_proj"}),
+             "invalid --lora-targets: unknown LoRA target 'q_proj'; use c_attn, c_proj, c_fc, attn or mlp"},
+            {small_gpt({"--lora-rank", "4", "--device", "cuda"}), "LoRA runs on the CPU engine only for now"},
+            {small_gpt({"--save-adapters", scratch_.filePath("a.safetensors")}),
+             "there are no adapters to save without LoRA; add --lora-rank R"},
+            {small_gpt({"--lora-rank", "-1"}), "--lora-rank"},
+            {small_gpt({"--lora-rank", "4", "--lora-alpha", "nan"}), "--lora-alpha"},
+        };
+        for (const Case& c : cases) {
+            const CliRun run = run_cli(c.arguments);
+            QVERIFY2(run.exit_code != 0, CLI_DIAGNOSTICS(run));
+            QVERIFY2(run.err.contains(c.expected), qPrintable(run.err + " lacks " + c.expected));
+            QCOMPARE(run.err.trimmed().count('\n'), 0);
+        }
+        QVERIFY(!QFile::exists(scratch_.filePath("a.safetensors")));
+    }
+};
+
+QTEST_APPLESS_MAIN(CliLoraTest)
+#include "test_cli_lora.moc"
