@@ -85,6 +85,27 @@ private slots:
         QVERIFY2(plain.exit_code == 0, CLI_DIAGNOSTICS(plain));
     }
 
+    // The real use: fine-tune on another text. The model reads it with the token ids it learnt
+    // (the weights file carries its vocabulary); symbols it has no token for are left out, and
+    // the run says so.
+    void fine_tune_on_another_text() {
+        const QString base = scratch_.filePath("base_for_other.safetensors");
+        const CliRun pretrain = run_cli(small_gpt({"--max-steps", "5", "--save-weights", base}));
+        QVERIFY2(pretrain.exit_code == 0, CLI_DIAGNOSTICS(pretrain));
+        const QString other = scratch_.filePath("other.txt");
+        QFile file(other);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 100; ++i) file.write("the word was with the text; & the text was 42 words.\n");
+        file.close();
+        QStringList arguments = small_gpt({"--max-steps", "5", "--init-weights", base, "--lora-rank", "2"});
+        arguments[arguments.indexOf("text:" + text_)] = "text:" + other;
+        const CliRun tune = run_cli(arguments);
+        QVERIFY2(tune.exit_code == 0, CLI_DIAGNOSTICS(tune));
+        QVERIFY2(tune.out.contains("tokenized with the vocabulary of the initial weights") &&
+                     tune.out.contains("left out 400 bytes of 4 symbols it lacks ('&', '2', '4', ';')"),
+                 qPrintable(tune.out));
+    }
+
     void wrong_input_gets_one_line() {
         struct Case {
             QStringList arguments;

@@ -108,6 +108,24 @@ private slots:
         QCOMPARE((8 + header_size) % 8, uint64_t(0));
     }
 
+    // A language model's file carries its vocabulary; the header alone gives it back.
+    void vocabulary_round_trips_through_the_metadata() {
+        ModelWeights weights;
+        weights.tensors = {{"w", {1}, {1.f}}};
+        const std::vector<uint8_t> vocabulary = {'\n', ' ', 'A', 'z', 0xC3};
+        weights.metadata[kVocabularyKey] = vocabulary_metadata(vocabulary);
+        QCOMPARE(weights.metadata[kVocabularyKey], std::string("0a20417ac3"));
+        const std::string file = path("vocabulary.safetensors");
+        save_weights(file, weights);
+        QCOMPARE(read_weights_vocabulary(file), vocabulary);
+        QCOMPARE(load_weights(file).metadata.at("producer"), std::string("trainbench"));
+        for (const char* bad : {"0a2", "zz", "200a"})
+            EXPECT_ERROR_CONTAINS(parse_vocabulary_metadata(bad, file), "malformed \"vocabulary\"");
+        weights.metadata.clear();
+        save_weights(file, weights);
+        QVERIFY(read_weights_vocabulary(file).empty());
+    }
+
     // An empty tensor has no bytes and its vector's data() is null, which memcpy must never see,
     // even for 0 bytes (UBSan: "null pointer passed as argument 2, which is declared to never
     // be null" in append_floats_le). Only empty tensors, and empty ones around a full one.

@@ -95,6 +95,25 @@ private slots:
         EXPECT_ERROR_CONTAINS(decode_tokens(corpus, std::vector<int32_t>{16}), "outside the vocabulary");
     }
 
+    // A model fine-tuned on another text reads it with its own token ids: bytes it has no token
+    // for are left out, the splits cut again, and the note names them.
+    void another_text_takes_the_models_vocabulary() {
+        TextCorpus corpus = corpus_from_text("to be, or not 2 be!\n", "other");
+        const std::vector<uint8_t> model_vocabulary(hamlet_vocabulary.begin(), hamlet_vocabulary.end());
+        const std::string note = adopt_vocabulary(corpus, model_vocabulary);
+        QCOMPARE(corpus.vocabulary, model_vocabulary);
+        QCOMPARE(corpus.characters, int64_t(18));  // "to be, or not  be\n"
+        QCOMPARE(decode_tokens(corpus, std::vector<int32_t>(corpus.train.begin(), corpus.train.end())) +
+                     decode_tokens(corpus, std::vector<int32_t>(corpus.validation.begin(), corpus.validation.end())),
+                 std::string("to be, or not  be\n"));
+        QCOMPARE(corpus.train.size(), size_t(16));
+        QVERIFY2(note.find("left out 2 bytes of 2 symbols it lacks ('!', '2')") != std::string::npos, note.c_str());
+        TextCorpus same = corpus_from_text("to be\n", "same");
+        QCOMPARE(adopt_vocabulary(same, model_vocabulary), std::string());
+        TextCorpus none = corpus_from_text("xyz", "none");
+        EXPECT_ERROR_CONTAINS(adopt_vocabulary(none, model_vocabulary), "no character of the vocabulary");
+    }
+
     void printable_symbols() {
         QCOMPARE(printable_symbol('a'), std::string("a"));
         QCOMPARE(printable_symbol(' '), std::string(" "));

@@ -34,6 +34,7 @@ struct Dataset {
     // language_model: num_classes is the vocabulary size, features the context length
     // (block_size, tokens per sample); vocabulary[i] is the byte token id i stands for.
     std::vector<uint8_t> vocabulary;
+    std::string note;                  // what loading changed that a user should know, else empty
     // Image sets (fashion-mnist, idx:DIR): each sample is one channel of image_height rows of
     // image_width pixels, row after row; 0 for other sets.
     int64_t image_height = 0, image_width = 0;
@@ -48,6 +49,9 @@ struct DataOptions {
     bool shuffle = true;           // false: held-out rows are the last ones, order kept
     int64_t synthetic_samples = 4000;
     int64_t block_size = 128;      // text corpora: tokens per sample (the GPT's context length)
+    // Text corpora: tokenize with this vocabulary (the initial weights' own, so that a model
+    // continues or fine-tunes on another text with the token ids it learnt); empty: the text's.
+    std::vector<uint8_t> vocabulary;
 };
 
 // Loads "spirals", "moons", "blobs", "sine", "fashion-mnist", "csv:PATH", "idx:DIR", or a

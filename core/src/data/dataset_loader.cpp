@@ -91,9 +91,11 @@ DataSplit token_split(std::vector<uint8_t> tokens, int64_t block_size) {
 }
 
 // A text for a language model: one sample per window of block_size + 1 tokens.
-Dataset load_text_dataset(const std::string& spec, int64_t block_size) {
-    data::TextCorpus corpus = data::load_text_corpus(spec, block_size);
+Dataset load_text_dataset(const std::string& spec, int64_t block_size, const std::vector<uint8_t>& vocabulary) {
+    std::string note;
+    data::TextCorpus corpus = data::load_text_corpus(spec, block_size, vocabulary, &note);
     Dataset dataset;
+    dataset.note = std::move(note);
     dataset.name = spec;
     dataset.task = Task::language_model;
     dataset.num_classes = corpus.vocab_size();
@@ -114,7 +116,7 @@ Dataset load_dataset(const std::string& spec, const DataOptions& options) {
                                   "install the Debian package dataset-fashion-mnist "
                                   "(apt-get install dataset-fashion-mnist)");
     }
-    if (data::is_text_corpus_spec(spec)) return load_text_dataset(spec, options.block_size);
+    if (data::is_text_corpus_spec(spec)) return load_text_dataset(spec, options.block_size, options.vocabulary);
     if (spec.rfind("idx:", 0) == 0) {
         const std::string directory = spec.substr(4);
         if (!std::filesystem::is_directory(directory)) {

@@ -70,7 +70,13 @@ std::string read_whole_file(const std::string& path) {
     return bytes;
 }
 
-std::string quoted_symbol(uint8_t byte) { return "'" + printable_symbol(byte) + "'"; }
+// Appended rather than "'" + symbol + "'", which GCC 12 inlines into a false -Wrestrict warning.
+std::string quoted_symbol(uint8_t byte) {
+    std::string quoted(1, '\'');
+    quoted += printable_symbol(byte);
+    quoted += '\'';
+    return quoted;
+}
 
 }  // namespace
 
@@ -78,7 +84,8 @@ bool is_text_corpus_spec(const std::string& spec) {
     return spec == "kjv" || spec.rfind(text_prefix, 0) == 0;
 }
 
-TextCorpus load_text_corpus(const std::string& spec, int64_t block_size) {
+TextCorpus load_text_corpus(const std::string& spec, int64_t block_size, const std::vector<uint8_t>& vocabulary,
+                            std::string* note) {
     TextCorpus corpus;
     if (spec == "kjv") {
         corpus = read_text_corpus(ensure_kjv_text(default_kjv_cache_path()), spec);
@@ -89,8 +96,49 @@ TextCorpus load_text_corpus(const std::string& spec, int64_t block_size) {
     } else {
         throw Error("unknown text corpus '" + spec + "'; use kjv or text:PATH");
     }
+    if (!vocabulary.empty()) {
+        const std::string left_out = adopt_vocabulary(corpus, vocabulary);
+        if (note) *note = left_out;
+    }
     check_block_size(corpus, block_size);
     return corpus;
+}
+
+std::string adopt_vocabulary(TextCorpus& corpus, const std::vector<uint8_t>& vocabulary) {
+    std::array<int, 256> id_of;
+    id_of.fill(-1);
+    for (size_t id = 0; id < vocabulary.size(); ++id) id_of[vocabulary[id]] = static_cast<int>(id);
+    std::vector<uint8_t> kept;
+    kept.reserve(static_cast<size_t>(corpus.characters));
+    std::array<int64_t, 256> dropped{};
+    for (const std::vector<uint8_t>* split : {&corpus.train, &corpus.validation})
+        for (uint8_t token : *split) {
+            const uint8_t byte = corpus.vocabulary[token];
+            if (id_of[byte] < 0) ++dropped[byte];
+            else kept.push_back(static_cast<uint8_t>(id_of[byte]));
+        }
+    if (kept.empty())
+        throw Error("data set '" + corpus.name + "' has no character of the vocabulary of the weights it starts from (" +
+                    std::to_string(vocabulary.size()) + " symbols); fine-tune on a text in the same alphabet");
+    corpus.vocabulary = vocabulary;
+    corpus.characters = static_cast<int64_t>(kept.size());
+    const auto train_count = static_cast<std::ptrdiff_t>(train_token_count(corpus.characters));
+    corpus.train.assign(kept.begin(), kept.begin() + train_count);
+    corpus.validation.assign(kept.begin() + train_count, kept.end());
+    int64_t bytes = 0;
+    std::string symbols;
+    int listed = 0, lacking = 0;
+    for (int byte = 0; byte < 256; ++byte) {
+        if (dropped[byte] == 0) continue;
+        bytes += dropped[byte];
+        ++lacking;
+        if (listed++ < 10) symbols += (symbols.empty() ? "" : ", ") + quoted_symbol(static_cast<uint8_t>(byte));
+    }
+    if (lacking == 0) return {};
+    if (lacking > listed) symbols += ", ...";
+    return "'" + corpus.name + "' tokenized with the vocabulary of the initial weights (" +
+           std::to_string(vocabulary.size()) + " symbols): left out " + std::to_string(bytes) + " bytes of " +
+           std::to_string(lacking) + (lacking == 1 ? " symbol" : " symbols") + " it lacks (" + symbols + ")";
 }
 
 TextCorpus read_text_corpus(const std::string& path, const std::string& name) {

@@ -33,7 +33,17 @@ bool is_text_corpus_spec(const std::string& spec);
 // cache, see kjv_corpus.hpp) or "text:PATH", and checks that both splits hold at least one
 // window of `block_size`. Throws Error with one line naming the problem: a missing, empty,
 // binary or too short file, or a validation split too short for one window.
-TextCorpus load_text_corpus(const std::string& spec, int64_t block_size);
+// With a `vocabulary` (a pretrained model's, see adopt_vocabulary) the text is tokenized with
+// it instead of its own; `note` then says what that left out.
+TextCorpus load_text_corpus(const std::string& spec, int64_t block_size, const std::vector<uint8_t>& vocabulary = {},
+                            std::string* note = nullptr);
+
+// Re-tokenizes `corpus` with `vocabulary` (sorted distinct bytes, e.g. those of the text a model
+// was pretrained on), so that a model fine-tuned on it reads its token ids as it learnt them.
+// Bytes the vocabulary lacks are left out of the text (a character-level model has no token for
+// them) and the splits are cut again, 90/10. Returns a note naming what was left out, empty when
+// nothing was; throws Error when no byte of the text is in the vocabulary.
+std::string adopt_vocabulary(TextCorpus& corpus, const std::vector<uint8_t>& vocabulary);
 
 // Reads a text file into a corpus named `name` (no block-size check). A file is rejected as
 // binary when it starts with a gzip, xz, zip or ELF signature, holds a NUL byte, or more than

@@ -211,6 +211,31 @@ std::vector<NamedTensor> read_safetensors(const std::string& path,
     return parse_safetensors(bytes, path, metadata);
 }
 
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error("cannot open safetensors file '" + path + "': " + std::strerror(errno));
+    std::error_code size_error;
+    const uint64_t file_size = std::filesystem::file_size(path, size_error);
+    if (size_error)
+        throw Error("cannot read safetensors file '" + path + "': " + size_error.message());
+    std::string bytes(std::min<uint64_t>(file_size, 8), '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!in) throw Error("cannot read safetensors file '" + path + "': read failed");
+    const uint64_t header_size = check_header_length(bytes, file_size, path);
+    std::string header_text(header_size, '\0');
+    in.read(header_text.data(), static_cast<std::streamsize>(header_size));
+    if (!in) throw Error("cannot read safetensors file '" + path + "': read failed");
+    std::map<std::string, std::string> metadata;
+    const Json header = Json::parse(header_text, nullptr, false);
+    if (header.is_discarded() || !header.is_object())
+        throw Error("'" + path + "' is not a valid safetensors file: malformed JSON header");
+    const auto found = header.find(kMetadataKey);
+    if (found == header.end() || !found->is_object()) return metadata;
+    for (const auto& [key, value] : found->items())
+        if (value.is_string()) metadata[key] = value.get<std::string>();
+    return metadata;
+}
+
 std::vector<NamedTensor> parse_safetensors(std::string_view bytes, const std::string& path,
                                            std::map<std::string, std::string>* metadata) {
     const uint64_t header_size = check_header_length(bytes, bytes.size(), path);

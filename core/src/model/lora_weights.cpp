@@ -22,6 +22,7 @@ const NamedTensor& tensor_named(const ModelWeights& weights, const std::string& 
 
 ModelWeights merge_lora_adapters(const ModelWeights& weights, double scale) {
     ModelWeights merged;
+    merged.metadata = weights.metadata;
     for (const NamedTensor& t : weights.tensors)
         if (!is_lora_adapter(t.name)) merged.tensors.push_back(t);
     for (const NamedTensor& a : weights.tensors) {

@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <optional>
 
+#include "data/text_corpus.hpp"
 #include "model/init_weights.hpp"
 #include "model/param_layout.hpp"
 #include "optim/lr_schedule.hpp"
@@ -42,6 +44,11 @@ DataOptions data_options_for(const RunConfig& config) {
     options.shuffle = config.shuffle;
     options.synthetic_samples = config.synthetic_samples;
     options.block_size = config.block_size;
+    // A text read by a model that starts from saved weights gets that model's token ids. (A
+    // missing file is reported where the weights are loaded.)
+    if (data::is_text_corpus_spec(config.dataset) && !config.init_weights.empty() &&
+        std::filesystem::exists(config.init_weights))
+        options.vocabulary = read_weights_vocabulary(config.init_weights);
     return options;
 }
 
@@ -62,6 +69,7 @@ public:
     RunResult run() {
         prepare();
         if (observer_.on_start) observer_.on_start(result_.plan);
+        if (!data_->note.empty()) note(data_->note);
         if (!result_.plan.auto_fit_note.empty()) note(result_.plan.auto_fit_note);
         if (!config_.resume_dir.empty())
             note("resumed from the checkpoint of update " + std::to_string(state_.update) + " (" +
@@ -74,6 +82,9 @@ public:
         }
         result_.seconds = elapsed_seconds();
         result_.weights = engine_->weights();
+        // Files of a language model carry its vocabulary, for a later run on another text.
+        if (data_->task == Task::language_model)
+            result_.weights.metadata[kVocabularyKey] = vocabulary_metadata(data_->vocabulary);
         return result_;
     }
 
