@@ -191,40 +191,52 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
     sync_folder_of(path);
 }
 
-std::vector<NamedTensor> read_safetensors(const std::string& path,
-                                          std::map<std::string, std::string>* metadata) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("cannot open safetensors file '" + path + "': " + std::strerror(errno));
+namespace {
+
+// A safetensors file opened and its 8-byte length field read and checked against the file's
+// size, so that a large file that is not safetensors is refused without reading it; the stream
+// stands after the field.
+struct OpenedSafetensors {
+    std::ifstream in;
+    uint64_t file_size = 0;
+    std::string length_field;
+    uint64_t header_size = 0;
+};
+
+void read_exactly(std::ifstream& in, char* into, uint64_t count, const std::string& path) {
+    in.read(into, static_cast<std::streamsize>(count));
+    if (!in) throw Error("cannot read safetensors file '" + path + "': read failed");
+}
+
+OpenedSafetensors open_safetensors(const std::string& path) {
+    OpenedSafetensors file;
+    file.in.open(path, std::ios::binary);
+    if (!file.in) throw Error("cannot open safetensors file '" + path + "': " + std::strerror(errno));
     std::error_code size_error;
-    const uint64_t file_size = std::filesystem::file_size(path, size_error);
+    file.file_size = std::filesystem::file_size(path, size_error);
     if (size_error)
         throw Error("cannot read safetensors file '" + path + "': " + size_error.message());
-    // The header length is checked before the whole file is read, so a large file that is not
-    // safetensors is refused without reading it.
-    std::string bytes(std::min<uint64_t>(file_size, 8), '\0');
-    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!in) throw Error("cannot read safetensors file '" + path + "': read failed");
-    check_header_length(bytes, file_size, path);
-    bytes.resize(file_size);
-    in.read(bytes.data() + 8, static_cast<std::streamsize>(file_size - 8));
-    if (!in) throw Error("cannot read safetensors file '" + path + "': read failed");
+    file.length_field.assign(std::min<uint64_t>(file.file_size, 8), '\0');
+    read_exactly(file.in, file.length_field.data(), file.length_field.size(), path);
+    file.header_size = check_header_length(file.length_field, file.file_size, path);
+    return file;
+}
+
+}  // namespace
+
+std::vector<NamedTensor> read_safetensors(const std::string& path,
+                                          std::map<std::string, std::string>* metadata) {
+    OpenedSafetensors file = open_safetensors(path);
+    std::string bytes = std::move(file.length_field);
+    bytes.resize(file.file_size);
+    read_exactly(file.in, bytes.data() + 8, file.file_size - 8, path);
     return parse_safetensors(bytes, path, metadata);
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("cannot open safetensors file '" + path + "': " + std::strerror(errno));
-    std::error_code size_error;
-    const uint64_t file_size = std::filesystem::file_size(path, size_error);
-    if (size_error)
-        throw Error("cannot read safetensors file '" + path + "': " + size_error.message());
-    std::string bytes(std::min<uint64_t>(file_size, 8), '\0');
-    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!in) throw Error("cannot read safetensors file '" + path + "': read failed");
-    const uint64_t header_size = check_header_length(bytes, file_size, path);
-    std::string header_text(header_size, '\0');
-    in.read(header_text.data(), static_cast<std::streamsize>(header_size));
-    if (!in) throw Error("cannot read safetensors file '" + path + "': read failed");
+    OpenedSafetensors file = open_safetensors(path);
+    std::string header_text(file.header_size, '\0');
+    read_exactly(file.in, header_text.data(), file.header_size, path);
     std::map<std::string, std::string> metadata;
     const Json header = Json::parse(header_text, nullptr, false);
     if (header.is_discarded() || !header.is_object())
