@@ -309,7 +309,7 @@ std::vector<ConfigField> make_fields() {
 
         // Files; per-run outputs are not flags of `compare`, which runs many.
         {.key = "init_weights", .flag = "--init-weights", .label = "Initial weights", .group = kFiles,
-         .help = "safetensors file to start from", .kind = K::text, .details = "Starts from the weights of an earlier run (a safetensors file with the same layout) instead of a random initialisation.",
+         .help = "safetensors file to start from", .kind = K::text, .details = "Starts from the weights of an earlier run (a safetensors file with the same layout) instead of a random initialisation. A GPT's file also brings the vocabulary it learnt, which its text is then read with (symbols it lacks are left out), so it can continue or fine-tune (--lora-rank) on another text.",
          .access = RUN_CONFIG_MEMBER(init_weights)},
         {.key = "save_weights", .flag = "--save-weights", .label = "Save weights", .group = kFiles,
          .help = "write the final weights (safetensors; LoRA: merged into the base)", .kind = K::text, .train_only = true,
