@@ -83,6 +83,11 @@ private slots:
         QVERIFY(merged_tensors.find("transformer.h.0.ln_1.weight")->data == base_tensors.find("transformer.h.0.ln_1.weight")->data);
         const CliRun plain = run_cli(small_gpt({"--max-steps", "1", "--init-weights", merged}));
         QVERIFY2(plain.exit_code == 0, CLI_DIAGNOSTICS(plain));
+        // The adapters file is not a model to start from; the message says what is.
+        const CliRun wrong = run_cli(small_gpt({"--max-steps", "1", "--lora-rank", "4", "--init-weights", adapters}));
+        QVERIFY2(wrong.exit_code != 0 && wrong.err.contains("holds LoRA adapters alone (--save-adapters), not a model"),
+                 CLI_DIAGNOSTICS(wrong));
+        QCOMPARE(wrong.err.trimmed().count('\n'), 0);
     }
 
     // The real use: fine-tune on another text. The model reads it with the token ids it learnt
@@ -119,6 +124,7 @@ private slots:
              "there are no adapters to save without LoRA; add --lora-rank R"},
             {small_gpt({"--lora-rank", "-1"}), "--lora-rank"},
             {small_gpt({"--lora-rank", "4", "--lora-alpha", "nan"}), "--lora-alpha"},
+            {{"train", "--dataset", "spirals", "--lora-rank", "4"}, "LoRA adapts a GPT's attention and MLP layers; use --model gpt"},
         };
         for (const Case& c : cases) {
             const CliRun run = run_cli(c.arguments);

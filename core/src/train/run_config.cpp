@@ -390,6 +390,9 @@ void validate(const RunConfig& c) {
         if (c.device != "cpu")
             reject("device", "the CNN's convolutions run on the CPU engine only for now; use --device cpu or --model mlp");
     }
+    // LoRA's field belongs to the GPT, but a rank asked for on another model must not be ignored.
+    if (c.model != ModelFamily::gpt && c.lora_rank > 0)
+        reject("lora_rank", "LoRA adapts a GPT's attention and MLP layers; use --model gpt or leave out --lora-rank");
     if (c.model == ModelFamily::gpt) {
         if (c.preload_device)
             reject("preload_device", "it keeps feature data sets on the GPU; a text corpus is copied per "

@@ -22,6 +22,7 @@
 #include "train/text_sampler.hpp"
 #include "trainbench/config_json.hpp"
 #include "trainbench/error.hpp"
+#include "trainbench/lora_weights.hpp"
 #include "trainbench/processes.hpp"
 
 namespace trainbench {
@@ -123,7 +124,11 @@ private:
         } else {
             ModelWeights weights;
             if (!config_.init_weights.empty()) {
-                weights = with_initial_adapters(load_weights(config_.init_weights), spec_.model, config_.seed);
+                weights = load_weights(config_.init_weights);
+                if (weights.tensors.front().name.rfind(kPeftPrefix, 0) == 0)
+                    throw Error("'" + config_.init_weights + "' holds LoRA adapters alone (--save-adapters), not a "
+                                "model; give --init-weights the weights of the model they were trained on");
+                weights = with_initial_adapters(std::move(weights), spec_.model, config_.seed);
                 check_weights_shape(weights, spec_.model);
             } else {
                 weights = init_weights(spec_.model, config_.seed);
