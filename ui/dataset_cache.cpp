@@ -27,14 +27,18 @@ DatasetCache::DatasetCache(QObject* parent) : QObject(parent) {
 DatasetCache::~DatasetCache() { watcher_.waitForFinished(); }
 
 QString DatasetCache::keyOf(const RunConfig& config) {
-    // A text's windows are block_size + 1 tokens long: another context length is another set.
-    return QStringLiteral("%1|%2|%3|%4|%5|%6")
+    // A text's windows are block_size + 1 tokens long: another context length is another set;
+    // and a text read by a model starting from saved weights takes their vocabulary
+    // (data_options_for), so another weights file is another set too.
+    const bool text = config.model == ModelFamily::gpt;
+    return QStringLiteral("%1|%2|%3|%4|%5|%6|%7")
         .arg(QString::fromStdString(config.dataset))
         .arg(config.seed)
         .arg(config.val_fraction, 0, 'g', 17)
         .arg(config.shuffle)
         .arg(is_synthetic(config.dataset) ? config.synthetic_samples : 0)
-        .arg(config.model == ModelFamily::gpt ? config.block_size : 0);
+        .arg(text ? config.block_size : 0)
+        .arg(QString::fromStdString(text ? config.init_weights : std::string()));
 }
 
 std::shared_ptr<const Dataset> DatasetCache::find(const RunConfig& config) const {

@@ -209,6 +209,15 @@ private slots:
                 setting.arguments << "--checkpoint-dir" << "ckpt";
                 json += ", \"checkpoint_dir\": \"ckpt\"";
             }
+            // LoRA adapts the GPT only, and only LoRA has adapters to save.
+            if (field.key == "lora_rank" || field.key == "save_adapters") {
+                setting.arguments << "--model" << "gpt";
+                json += ", \"model\": \"gpt\"";
+            }
+            if (field.key == "save_adapters") {
+                setting.arguments << "--lora-rank" << "4";
+                json += ", \"lora_rank\": 4";
+            }
             json += "}";
             const std::string expected = trainbench::config_to_json(trainbench::config_from_json(json));
             QVERIFY2(expected != trainbench::config_to_json(trainbench::RunConfig{}), field.key.c_str());

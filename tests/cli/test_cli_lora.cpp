@@ -121,7 +121,7 @@ private slots:
              "invalid --lora-targets: unknown LoRA target 'q_proj'; use c_attn, c_proj, c_fc, attn or mlp"},
             {small_gpt({"--lora-rank", "4", "--device", "cuda"}), "LoRA runs on the CPU engine only for now"},
             {small_gpt({"--save-adapters", scratch_.filePath("a.safetensors")}),
-             "there are no adapters to save without LoRA; add --lora-rank R"},
+             "there are no adapters to save without LoRA; add --model gpt --lora-rank R"},
             {small_gpt({"--lora-rank", "-1"}), "--lora-rank"},
             {small_gpt({"--lora-rank", "4", "--lora-alpha", "nan"}), "--lora-alpha"},
             {{"train", "--dataset", "spirals", "--lora-rank", "4"}, "LoRA adapts a GPT's attention and MLP layers; use --model gpt"},

@@ -390,9 +390,13 @@ void validate(const RunConfig& c) {
         if (c.device != "cpu")
             reject("device", "the CNN's convolutions run on the CPU engine only for now; use --device cpu or --model mlp");
     }
-    // LoRA's field belongs to the GPT, but a rank asked for on another model must not be ignored.
+    // LoRA's fields belong to the GPT, but a rank or an adapters file asked for on another model
+    // must not be ignored.
     if (c.model != ModelFamily::gpt && c.lora_rank > 0)
         reject("lora_rank", "LoRA adapts a GPT's attention and MLP layers; use --model gpt or leave out --lora-rank");
+    if (!c.save_adapters.empty() && !(c.model == ModelFamily::gpt && c.lora_rank > 0))
+        reject("save_adapters", "there are no adapters to save without LoRA; add --model gpt --lora-rank R or leave "
+                                "out --save-adapters");
     if (c.model == ModelFamily::gpt) {
         if (c.preload_device)
             reject("preload_device", "it keeps feature data sets on the GPU; a text corpus is copied per "
@@ -405,9 +409,6 @@ void validate(const RunConfig& c) {
             }
             if (c.device != "cpu")
                 reject("lora_rank", "LoRA runs on the CPU engine only for now; use --device cpu or leave out --lora-rank");
-        } else if (!c.save_adapters.empty()) {
-            reject("save_adapters", "there are no adapters to save without LoRA; add --lora-rank R or leave out "
-                                    "--save-adapters");
         }
         if (c.n_embd % c.n_head != 0)
             reject("n_head", std::to_string(c.n_head) + " heads do not divide --n-embd " + std::to_string(c.n_embd) +
