@@ -43,6 +43,18 @@ inline CliRun run_cli(const QStringList& arguments, int timeout_ms = 120000,
     return run;
 }
 
+// A text file for a language-model run: `line` written `times` times. False when it cannot be written.
+inline bool write_repeated_text(const QString& path, const QByteArray& line, int times) {
+    QFile file(path);
+    if (!file.open(QIODevice::WriteOnly)) return false;
+    for (int i = 0; i < times; ++i)
+        if (file.write(line) != line.size()) return false;
+    return true;
+}
+
+// A line of the text the GPT suites train on (200 of them: 12,600 characters).
+inline const QByteArray kGptTestLine = "In the beginning was the word, and the word was with the text.\n";
+
 // A metrics CSV as header + rows of cells, so tests address columns by name.
 struct MetricsTable {
     QStringList header;

@@ -24,9 +24,7 @@ private slots:
     void initTestCase() {
         QVERIFY(scratch_.isValid());
         text_ = scratch_.filePath("text.txt");
-        QFile file(text_);
-        QVERIFY(file.open(QIODevice::WriteOnly));
-        for (int i = 0; i < 200; ++i) file.write("In the beginning was the word, and the word was with the text.\n");
+        QVERIFY(write_repeated_text(text_, kGptTestLine, 200));
     }
 
     void model_gpt_prints_the_gpt_defaults() {

@@ -39,9 +39,7 @@ private slots:
     void initTestCase() {
         QVERIFY(scratch_.isValid());
         text_ = scratch_.filePath("text.txt");
-        QFile file(text_);
-        QVERIFY(file.open(QIODevice::WriteOnly));
-        for (int i = 0; i < 200; ++i) file.write("In the beginning was the word, and the word was with the text.\n");
+        QVERIFY(write_repeated_text(text_, kGptTestLine, 200));
     }
 
     void pretrain_then_fine_tune_then_load_the_merged_model() {
@@ -98,10 +96,7 @@ private slots:
         const CliRun pretrain = run_cli(small_gpt({"--max-steps", "5", "--save-weights", base}));
         QVERIFY2(pretrain.exit_code == 0, CLI_DIAGNOSTICS(pretrain));
         const QString other = scratch_.filePath("other.txt");
-        QFile file(other);
-        QVERIFY(file.open(QIODevice::WriteOnly));
-        for (int i = 0; i < 100; ++i) file.write("the word was with the text; & the text was 42 words.\n");
-        file.close();
+        QVERIFY(write_repeated_text(other, "the word was with the text; & the text was 42 words.\n", 100));
         QStringList arguments = small_gpt({"--max-steps", "5", "--init-weights", base, "--lora-rank", "2"});
         arguments[arguments.indexOf("text:" + text_)] = "text:" + other;
         const CliRun tune = run_cli(arguments);

@@ -61,11 +61,7 @@ EngineSpec fixture_spec(bool checkpointing = false, Precision precision = Precis
     return spec;
 }
 
-std::vector<int32_t> labels_of(const NamedTensor& t, int64_t first, int64_t count) {
-    std::vector<int32_t> out;
-    for (int64_t i = first; i < first + count; ++i) out.push_back(static_cast<int32_t>(t.data[static_cast<size_t>(i)]));
-    return out;
-}
+using testing::fixture_ids;
 
 float* aligned(std::vector<float>& storage) {
     const auto address = reinterpret_cast<uintptr_t>(storage.data());
@@ -88,7 +84,7 @@ Trace train_fixture(ComputeEngine& engine, int updates) {
         double loss = 0.0;
         for (int m = 0; m < 2; ++m) {
             const int64_t first = (2 * u + m) * kBatch;
-            const auto y = labels_of(labels, first, kBatch);
+            const auto y = fixture_ids(labels, first, kBatch);
             MicroBatch batch;
             batch.x = inputs.data.data() + first * kImage;
             batch.labels = y.data();
@@ -174,7 +170,7 @@ private slots:
         auto engine = make_cpu_engine(fixture_spec());
         engine->set_weights(load_weights(kDir + "cnn_weights.safetensors"));
         const auto step0 = read_all("cnn_step0.safetensors");
-        const auto y = labels_of(step0.at("step0.labels"), 0, kBatch);
+        const auto y = fixture_ids(step0.at("step0.labels"), 0, kBatch);
         MicroBatch batch;
         batch.x = step0.at("step0.inputs").data.data();
         batch.labels = y.data();
@@ -273,7 +269,7 @@ private:
     // Two updates as train_fixture runs them, without its vectors (which allocate).
     static void train_fixture_steps(ComputeEngine& engine) {
         static const auto train = read_all("cnn_train.safetensors");
-        static const auto labels = labels_of(train.at("train.labels"), 0, 4 * kBatch);
+        static const auto labels = fixture_ids(train.at("train.labels"), 0, 4 * kBatch);
         const NamedTensor& inputs = train.at("train.inputs");
         for (int u = 0; u < 2; ++u) {
             engine.zero_grad();

@@ -58,11 +58,7 @@ EngineSpec fixture_spec(int threads = 2, bool checkpointing = false, int64_t mic
     return spec;
 }
 
-std::vector<int32_t> ids(const NamedTensor& t, int64_t first, int64_t count) {
-    std::vector<int32_t> out;
-    for (int64_t i = first; i < first + count; ++i) out.push_back(static_cast<int32_t>(t.data[static_cast<size_t>(i)]));
-    return out;
-}
+using testing::fixture_ids;
 
 using testing::max_relative_error;
 
@@ -109,8 +105,8 @@ Trace train_fixture(ComputeEngine& engine, int updates, const std::vector<int64_
         double loss = 0.0;
         const double tokens = 2.0 * B * T;
         for (int64_t count : split) {
-            const auto x = ids(inputs, window * T, count * T);
-            const auto y = ids(targets, window * T, count * T);
+            const auto x = fixture_ids(inputs, window * T, count * T);
+            const auto y = fixture_ids(targets, window * T, count * T);
             MicroBatch batch;
             batch.tokens = x.data();
             batch.labels = y.data();
@@ -149,8 +145,8 @@ private slots:
         auto engine = make_cpu_engine(fixture_spec());
         engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
         const auto step0 = read_all("gpt_step0.safetensors");
-        const auto x = ids(step0.at("step0.inputs"), 0, B * T);
-        const auto y = ids(step0.at("step0.targets"), 0, B * T);
+        const auto x = fixture_ids(step0.at("step0.inputs"), 0, B * T);
+        const auto y = fixture_ids(step0.at("step0.targets"), 0, B * T);
         MicroBatch batch;
         batch.tokens = x.data();
         batch.labels = y.data();
@@ -338,8 +334,8 @@ private slots:
         engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
         train_fixture(*engine, 2, {B, B});
         const auto train = read_all("gpt_train.safetensors");
-        const auto x = ids(train.at("train.inputs"), 0, B * T);
-        const auto y = ids(train.at("train.targets"), 0, B * T);
+        const auto x = fixture_ids(train.at("train.inputs"), 0, B * T);
+        const auto y = fixture_ids(train.at("train.targets"), 0, B * T);
         MicroBatch batch;
         batch.tokens = x.data();
         batch.labels = y.data();

@@ -61,11 +61,11 @@ struct FixtureData {
     std::vector<std::vector<int32_t>> inputs, targets;  // per micro-batch, B * T ids
     FixtureData() {
         const auto train = testing::read_fixture_tensors(kGptDir + "gpt_train.safetensors");
-        const auto& x = train.at("train.inputs").data;
-        const auto& y = train.at("train.targets").data;
-        for (size_t m = 0; m < x.size() / (B * T); ++m) {
-            inputs.emplace_back(x.begin() + m * B * T, x.begin() + (m + 1) * B * T);
-            targets.emplace_back(y.begin() + m * B * T, y.begin() + (m + 1) * B * T);
+        const NamedTensor& x = train.at("train.inputs");
+        const NamedTensor& y = train.at("train.targets");
+        for (int64_t m = 0; m < static_cast<int64_t>(x.data.size()) / (B * T); ++m) {
+            inputs.push_back(testing::fixture_ids(x, m * B * T, B * T));
+            targets.push_back(testing::fixture_ids(y, m * B * T, B * T));
         }
     }
     MicroBatch batch(size_t m) const {

@@ -3,6 +3,7 @@
 // comparing the engine's tensors with them.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +16,14 @@ namespace testing {
 inline std::map<std::string, trainbench::NamedTensor> read_fixture_tensors(const std::string& path) {
     std::map<std::string, trainbench::NamedTensor> out;
     for (auto& t : trainbench::read_safetensors(path)) out[t.name] = t;
+    return out;
+}
+
+// count token ids or class labels from element `first` of a fixture tensor, which stores them as
+// F32 holding exact small integers (the safetensors reader reads F32 only).
+inline std::vector<int32_t> fixture_ids(const trainbench::NamedTensor& t, int64_t first, int64_t count) {
+    std::vector<int32_t> out;
+    for (int64_t i = first; i < first + count; ++i) out.push_back(static_cast<int32_t>(t.data[static_cast<size_t>(i)]));
     return out;
 }
 

@@ -183,11 +183,7 @@ LoraTargets parse_lora_targets(const std::string& list) {
 }
 
 bool is_lora_adapter(const std::string& name) {
-    for (const char* suffix : {".lora_A.weight", ".lora_B.weight"}) {
-        const std::string end = suffix;
-        if (name.size() > end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0) return true;
-    }
-    return false;
+    return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
 }
 
 ModelDesc build_gpt(const GptShape& shape) {

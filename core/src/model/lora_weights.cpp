@@ -8,10 +8,6 @@ namespace {
 
 const std::string kLoraA = ".lora_A.weight";
 
-bool ends_with(const std::string& text, const std::string& end) {
-    return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
-}
-
 const NamedTensor& tensor_named(const ModelWeights& weights, const std::string& name) {
     const NamedTensor* t = weights.find(name);
     if (!t) throw Error("LoRA weights lack '" + name + "'");
@@ -26,7 +22,7 @@ ModelWeights merge_lora_adapters(const ModelWeights& weights, double scale) {
     for (const NamedTensor& t : weights.tensors)
         if (!is_lora_adapter(t.name)) merged.tensors.push_back(t);
     for (const NamedTensor& a : weights.tensors) {
-        if (!ends_with(a.name, kLoraA)) continue;
+        if (!a.name.ends_with(kLoraA)) continue;
         const std::string module = a.name.substr(0, a.name.size() - kLoraA.size());
         const NamedTensor& b = tensor_named(weights, module + ".lora_B.weight");
         NamedTensor* w = nullptr;
