@@ -78,6 +78,9 @@ void ProgressDisplay::start(const RunPlan& plan) {
     }
     std::fprintf(out_, "memory plan%s: %s (%s)\n", plan.processes > 1 ? " per process" : "",
                  format_bytes(plan.planned_total()).c_str(), categories.c_str());
+    if (plan.fused_traffic_bytes > 0)
+        std::fprintf(out_, "memory traffic per update: %s with fused kernels (--fused on), %s one op at a time (--fused off)\n",
+                     format_bytes(plan.fused_traffic_bytes).c_str(), format_bytes(plan.eager_traffic_bytes).c_str());
     if (plan.peak_flops > 0.0)
         std::fprintf(out_, "MFU: %.3g GFLOP per sample (forward + backward) against the peak of %s\n",
                      plan.flops_per_sample / 1e9, plan.peak_source.c_str());

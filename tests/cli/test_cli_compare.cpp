@@ -20,10 +20,16 @@ private slots:
 
         auto table = read_metrics_csv(csv);
         QVERIFY(table.has_value());
-        QStringList techniques = {"baseline",           "batch size",
-                                  "gradient accumulation", "gradient checkpointing",
-                                  "mixed precision",    "empty cache every N steps",
-                                  "optimizer choice",   "data preloading"};
+        QStringList techniques = {"baseline",
+                                  "batch size",
+                                  "gradient accumulation",
+                                  "gradient checkpointing",
+                                  "mixed precision (bf16)",
+                                  "mixed precision (fp16)",
+                                  "empty cache every N steps",
+                                  "optimizer choice",
+                                  "data preloading",
+                                  "fused kernels (torch.compile)"};
         // With MPI, the rows of 2 processes (child trainbench-cli runs under mpirun).
         const bool processes = trainbench::mpi_built_in();
         if (processes) techniques << "data parallelism" << "DeepSpeed ZeRO-1" << "DeepSpeed ZeRO-2";
@@ -37,19 +43,23 @@ private slots:
             if (i > 0) QVERIFY(!table->cell(i, "update_time_change_pct").isEmpty());
         }
         // Measured, not assumed: Adam keeps two state buffers that SGD without momentum lacks.
-        QVERIFY(table->cell(6, "peak_memory_change_pct").toDouble() < 0.0);
+        QVERIFY(table->cell(7, "peak_memory_change_pct").toDouble() < 0.0);
         QCOMPARE(table->cell(1, "batch_size"), QString("64"));
         QCOMPARE(table->cell(2, "step_size"), QString("8"));
         QCOMPARE(table->cell(4, "precision"), QString("bf16"));
+        QCOMPARE(table->cell(5, "precision"), QString("fp16"));
+        // The same update run one op at a time: the same loss up to float rounding.
+        const double baseline_loss = table->cell(0, "final_loss").toDouble();
+        QVERIFY2(std::fabs(table->cell(9, "final_loss").toDouble() - baseline_loss) <= 1e-5 * baseline_loss,
+                 qPrintable(table->cell(9, "final_loss")));
         if (processes) {
             // The same update on 2 processes: the same losses; ZeRO halves Adam's state per process.
-            const double baseline_loss = table->cell(0, "final_loss").toDouble();
-            for (int i = 8; i <= 10; ++i)
+            for (int i = 10; i <= 12; ++i)
                 QVERIFY2(std::fabs(table->cell(i, "final_loss").toDouble() - baseline_loss) <= 1e-5 * baseline_loss,
                          qPrintable(table->cell(i, "final_loss")));
-            const qint64 whole_state = table->cell(8, "peak_memory_bytes").toLongLong();
-            QVERIFY(table->cell(9, "peak_memory_bytes").toLongLong() < whole_state);
-            QVERIFY(table->cell(10, "peak_memory_bytes").toLongLong() < whole_state);
+            const qint64 whole_state = table->cell(10, "peak_memory_bytes").toLongLong();
+            QVERIFY(table->cell(11, "peak_memory_bytes").toLongLong() < whole_state);
+            QVERIFY(table->cell(12, "peak_memory_bytes").toLongLong() < whole_state);
         } else {
             qInfo("built without MPI: the rows of several processes are not measured");
         }

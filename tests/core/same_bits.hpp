@@ -2,10 +2,15 @@
 // Bit-for-bit equality of weights, for the tests that promise identical results (checkpointing,
 // reruns, resuming): memcmp, so that even NaNs and signed zeros must match.
 #include <cstring>
+#include <vector>
 
 #include "trainbench/weights.hpp"
 
 namespace {
+
+[[maybe_unused]] bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
 
 [[maybe_unused]] bool same_bits(const trainbench::ModelWeights& a, const trainbench::ModelWeights& b) {
     if (a.tensors.size() != b.tensors.size()) return false;

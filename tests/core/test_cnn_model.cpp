@@ -49,8 +49,9 @@ CnnShape fixture_shape() {
     return s;
 }
 
-EngineSpec fixture_spec(bool checkpointing = false, Precision precision = Precision::fp32) {
+EngineSpec fixture_spec(bool checkpointing = false, Precision precision = Precision::fp32, bool fused = true) {
     EngineSpec spec;
+    spec.fused = fused;
     spec.model = build_cnn(fixture_shape());
     spec.optimizer.kind = OptimizerKind::adam;
     spec.optimizer.lr = 3e-3;
@@ -187,8 +188,15 @@ private slots:
         QCOMPARE(compared, 8);
     }
 
+    // With the ReLU in the convolutions' epilogues (the default) and one op at a time.
+    void eight_adam_updates_with_accumulation_match_pytorch_data() {
+        QTest::addColumn<bool>("fused");
+        QTest::newRow("fused") << true;
+        QTest::newRow("eager") << false;
+    }
     void eight_adam_updates_with_accumulation_match_pytorch() {
-        auto engine = make_cpu_engine(fixture_spec());
+        QFETCH(bool, fused);
+        auto engine = make_cpu_engine(fixture_spec(false, Precision::fp32, fused));
         engine->set_weights(load_weights(kDir + "cnn_weights.safetensors"));
         const Trace trace = train_fixture(*engine, 8);
         const auto train = read_all("cnn_train.safetensors");
@@ -215,14 +223,18 @@ private slots:
     // engine allocated, category by category, and checkpointing drops what each block recomputes.
     void memory_plan_equals_the_allocation_and_checkpointing_lowers_activations_data() {
         QTest::addColumn<int>("precision");
-        QTest::newRow("fp32") << int(Precision::fp32);
-        QTest::newRow("bf16") << int(Precision::bf16);
+        QTest::addColumn<bool>("fused");
+        QTest::newRow("fp32") << int(Precision::fp32) << true;
+        QTest::newRow("bf16") << int(Precision::bf16) << true;
+        QTest::newRow("fp32-eager") << int(Precision::fp32) << false;
+        QTest::newRow("bf16-eager") << int(Precision::bf16) << false;
     }
     void memory_plan_equals_the_allocation_and_checkpointing_lowers_activations() {
         QFETCH(int, precision);
+        QFETCH(bool, fused);
         int64_t activations[2] = {0, 0};
         for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
-            EngineSpec spec = fixture_spec(checkpointing != 0, Precision(precision));
+            EngineSpec spec = fixture_spec(checkpointing != 0, Precision(precision), fused);
             spec.model = build_cnn(CnnShape{});
             spec.max_micro_batch = spec.max_eval_batch = 8;
             auto engine = make_cpu_engine(spec);

@@ -43,8 +43,9 @@ GptShape fixture_shape() {
 }
 
 EngineSpec fixture_spec(int threads = 2, bool checkpointing = false, int64_t micro_batch = B,
-                        Precision precision = Precision::fp32) {
+                        Precision precision = Precision::fp32, bool fused = true) {
     EngineSpec spec;
+    spec.fused = fused;
     spec.precision = precision;
     spec.model = build_gpt(fixture_shape());
     spec.optimizer.kind = OptimizerKind::adamw;
@@ -141,8 +142,11 @@ private slots:
         QCOMPARE(model.find_param("lm_head.weight"), model.find_param("transformer.wte.weight"));
     }
 
+    // Fused kernels (the default) and every op one pass at a time (--fused off) alike.
+    void loss_and_every_gradient_match_pytorch_data() { fused_rows(); }
     void loss_and_every_gradient_match_pytorch() {
-        auto engine = make_cpu_engine(fixture_spec());
+        QFETCH(bool, fused);
+        auto engine = make_cpu_engine(fixture_spec(2, false, B, Precision::fp32, fused));
         engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
         const auto step0 = read_all("gpt_step0.safetensors");
         const auto x = fixture_ids(step0.at("step0.inputs"), 0, B * T);
@@ -165,8 +169,10 @@ private slots:
         QCOMPARE(compared, 28);
     }
 
+    void ten_adamw_updates_with_accumulation_and_clipping_match_pytorch_data() { fused_rows(); }
     void ten_adamw_updates_with_accumulation_and_clipping_match_pytorch() {
-        auto engine = make_cpu_engine(fixture_spec());
+        QFETCH(bool, fused);
+        auto engine = make_cpu_engine(fixture_spec(2, false, B, Precision::fp32, fused));
         engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
         const Trace trace = train_fixture(*engine, 10, {B, B});
         const auto train = read_all("gpt_train.safetensors");
@@ -223,14 +229,15 @@ private slots:
         QVERIFY(!same_bits(initial, plain));
     }
 
-    void memory_plan_equals_the_allocation_and_checkpointing_lowers_activations_data() { precision_rows(); }
+    void memory_plan_equals_the_allocation_and_checkpointing_lowers_activations_data() { precision_and_fused_rows(); }
     void memory_plan_equals_the_allocation_and_checkpointing_lowers_activations() {
         QFETCH(int, precision);
+        QFETCH(bool, fused);
         GptShape shape;
         shape.n_layer = 6, shape.n_head = 4, shape.n_embd = 64, shape.block_size = 64, shape.vocab = 65;
         BytesByCategory peaks[2];
         for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
-            EngineSpec spec = fixture_spec(2, checkpointing != 0, 4, Precision(precision));
+            EngineSpec spec = fixture_spec(2, checkpointing != 0, 4, Precision(precision), fused);
             spec.model = build_gpt(shape);
             auto engine = make_cpu_engine(spec);
             engine->set_weights(init_weights(spec.model, 1));
@@ -321,16 +328,20 @@ private slots:
     void updates_do_not_allocate_data() {
         QTest::addColumn<int>("precision");
         QTest::addColumn<bool>("checkpointing");
+        QTest::addColumn<bool>("fused");
         for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16})
             for (bool checkpointing : {false, true})
-                QTest::newRow(qPrintable(QString::fromStdString(to_string(p)) + (checkpointing ? "-checkpointing" : "")))
-                    << int(p) << checkpointing;
+                for (bool fused : {true, false})
+                    QTest::newRow(qPrintable(QString::fromStdString(to_string(p)) + (checkpointing ? "-checkpointing" : "") +
+                                             (fused ? "" : "-eager")))
+                        << int(p) << checkpointing << fused;
     }
     void updates_do_not_allocate() {
         SKIP_WITHOUT_ALLOCATION_COUNTER();
         QFETCH(int, precision);
         QFETCH(bool, checkpointing);
-        auto engine = make_cpu_engine(fixture_spec(2, checkpointing, B, Precision(precision)));
+        QFETCH(bool, fused);
+        auto engine = make_cpu_engine(fixture_spec(2, checkpointing, B, Precision(precision), fused));
         engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
         train_fixture(*engine, 2, {B, B});
         const auto train = read_all("gpt_train.safetensors");
@@ -348,7 +359,7 @@ private slots:
             engine->forward_backward(batch, double(B * T), 1.0);
             engine->forward_backward(batch, double(B * T), 1.0);
             engine->grad_norm_squared();
-            engine->optimizer_step(1e-3, 1.0, 3 + u);
+            engine->optimizer_step(1e-3, 0.5, 3 + u);  // a clipped update: eager runs scale the gradients first
             engine->evaluate(batch);
             engine->end_update_timing_ms();
         }
@@ -361,6 +372,18 @@ private:
         QTest::addColumn<int>("precision");
         for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16})
             QTest::newRow(to_string(p).c_str()) << int(p);
+    }
+    static void fused_rows() {
+        QTest::addColumn<bool>("fused");
+        QTest::newRow("fused") << true;
+        QTest::newRow("eager") << false;
+    }
+    static void precision_and_fused_rows() {
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<bool>("fused");
+        for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16})
+            for (bool fused : {true, false})
+                QTest::newRow(qPrintable(QString::fromStdString(to_string(p)) + (fused ? "" : "-eager"))) << int(p) << fused;
     }
 };
 

@@ -19,7 +19,7 @@ using namespace trainbench;
 namespace {
 
 GraphPlan zero2_plan(const ModelDesc& model, int rank, int processes) {
-    return make_graph_plan(model, 4, 1, 2, false, Precision::fp32, rank, processes, true);
+    return make_graph_plan(model, 4, {.threads = 1, .shard_rank = rank, .shard_count = processes, .shard_gradients = true});
 }
 
 // Backward step at which op o runs (step b runs op n-1-b), as the planner counts lifetimes.
@@ -109,7 +109,7 @@ private slots:
     // without ZeRO-2 no bucket at all.
     void shardAndBucketsAreSmallerThanTheWholeGradient() {
         const ModelDesc model = build_gpt(GptShape{4, 4, 128, 128, 63});
-        const GraphPlan zero1 = make_graph_plan(model, 4, 1, 2, false, Precision::fp32, 0, 2, false);
+        const GraphPlan zero1 = make_graph_plan(model, 4, {.threads = 1, .shard_rank = 0, .shard_count = 2});
         QVERIFY(!zero1.reduces_in_backward());
         QCOMPARE(zero1.gradient_floats(), zero1.params.count);
         const GraphPlan zero2 = zero2_plan(model, 0, 2);

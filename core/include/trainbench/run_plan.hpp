@@ -30,6 +30,10 @@ struct RunPlan {
     BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update), per process
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
+    // Bytes the CPU executor moves through memory in one update (plan/memory_traffic.hpp), with
+    // its element-wise ops fused (--fused on) and run one by one (--fused off); 0 on CUDA.
+    int64_t fused_traffic_bytes = 0;
+    int64_t eager_traffic_bytes = 0;
     // MFU's terms: the model's FLOPs per training sample (forward + backward) and the measured
     // peak of the device (0 when none is known; set when the run starts, train/peak_flops.hpp).
     double flops_per_sample = 0.0;

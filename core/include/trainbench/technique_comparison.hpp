@@ -19,10 +19,12 @@ enum class Technique {
     batch_size,              // batch_size x2
     gradient_accumulation,   // step_size x4, same global batch
     gradient_checkpointing,  // toggled
-    mixed_precision,         // bf16 (fp32 when the baseline already uses 16 bits)
+    mixed_precision,         // bf16 (fp32 when the baseline already uses bf16)
+    mixed_precision_fp16,    // fp16 with its loss scaler (fp32 when the baseline already uses fp16)
     empty_cache,             // release the allocator cache every N updates
     optimizer_choice,        // sgd against adam (adam when the baseline is not adam)
     data_preloading,         // prefetch 2 micro-batches on a loader thread (or off)
+    fused_kernels,           // --fused toggled: what torch.compile does (CPU only)
     peft_lora,               // GPT only: LoRA rank 8 on attn and mlp, the base frozen (or LoRA off)
     // Several processes (they need ComparisonOptions::run_processes):
     data_parallel,           // 2 processes sharing each global batch, the cores divided among them

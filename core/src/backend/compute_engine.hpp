@@ -27,6 +27,7 @@ struct EngineSpec {
     int64_t max_micro_batch = 1;       // buffers are sized for this many samples
     int64_t max_eval_batch = 1;
     bool gradient_checkpointing = false;
+    bool fused = true;                 // RunConfig::fused (the CPU executor; CUDA runs fused only)
     int threads = 0;
     int device_index = 0;              // cuda only
     int64_t memory_limit_bytes = 0;    // behave like a device of this size; 0 = unlimited
@@ -112,6 +113,8 @@ public:
 // The CPU engine: the executor over the model description (plan/graph_plan.hpp), every model
 // family in fp32, bf16 and fp16. Its planned bytes by category are exactly what it allocates.
 BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec);
+// Bytes its update of `micro_batches` full micro-batches moves through memory (plan/memory_traffic.hpp).
+int64_t plan_cpu_engine_traffic(const EngineSpec& spec, int64_t micro_batches);
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);
 
 #ifdef TRAINBENCH_WITH_CUDA

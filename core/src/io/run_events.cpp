@@ -33,6 +33,8 @@ void each_plan_member(Plan& p, Visit&& visit) {
     visit("trainable_parameter_count", p.trainable_parameter_count);
     visit("planned_bytes", p.planned_bytes);
     visit("auto_fit_note", p.auto_fit_note);
+    visit("fused_traffic_bytes", p.fused_traffic_bytes);
+    visit("eager_traffic_bytes", p.eager_traffic_bytes);
     visit("flops_per_sample", p.flops_per_sample);
     visit("peak_flops", p.peak_flops);
     visit("peak_source", p.peak_source);

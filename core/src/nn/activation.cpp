@@ -120,6 +120,8 @@ void activation_forward(Activation kind, const float* z, float* a, int64_t n) {
     parallel_range(n, element_work(kind), [&](int64_t first, int64_t end) { forward_range(kind, z, a, first, end); });
 }
 
+void activation_forward_serial(Activation kind, const float* z, float* a, int64_t n) { forward_range(kind, z, a, 0, n); }
+
 void activation_backward(Activation kind, const float* z, const float* a, float* grad, int64_t n) {
     parallel_range(n, element_work(kind),
                    [&](int64_t first, int64_t end) { backward_range(kind, z, a, grad, first, end); });

@@ -8,6 +8,9 @@ namespace trainbench {
 // a = f(z), element-wise over n values.
 void activation_forward(Activation kind, const float* z, float* a, int64_t n);
 
+// a = f(z) over n values on the calling thread (a product's epilogue runs it on its block).
+void activation_forward_serial(Activation kind, const float* z, float* a, int64_t n);
+
 // grad *= f'(.), in place. ReLU, tanh and sigmoid express f' through the output a (so only a
 // must be saved); GELU (exact, erf form as torch's default) needs the input z.
 void activation_backward(Activation kind, const float* z, const float* a, float* grad, int64_t n);

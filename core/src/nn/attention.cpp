@@ -115,7 +115,125 @@ void head_backward(const HeadShape& s, const float* dout, const float* qkv, cons
     }
 }
 
+// --fused off, a pass at a time as eager PyTorch runs nanoGPT's attention: each function is one
+// op over every (batch, head) pair's T x T matrix before the next op starts.
+
+// att = q k^T (all T x T scores), for pairs [first, end).
+void eager_scores(const HeadShape& s, const float* qkv, float* att, int64_t first, int64_t end) {
+    const int64_t T = s.T, C = s.C, hs = s.hs;
+    for (int64_t pair = first; pair < end; ++pair) {
+        const int64_t b = pair / s.n_head, h = pair % s.n_head;
+        const float* base = qkv + b * T * 3 * C + h * hs;
+        ConstView Q(base, T, hs, Eigen::OuterStride<>(3 * C));
+        ConstView K(base + C, T, hs, Eigen::OuterStride<>(3 * C));
+        Eigen::Map<RowMajor>(att + pair * T * T, T, T).noalias() = Q * K.transpose();
+    }
+}
+
+// Rows [first, end) of all pairs' T x T matrices: att = softmax(att) along each row, as torch's
+// softmax (max, exp, sum in double as the fused kernel sums, scale by 1/sum).
+void eager_softmax_rows(float* att, int64_t T, int64_t first, int64_t end) {
+    for (int64_t row = first; row < end; ++row) {
+        float* a = att + row * T;
+        float max_score = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < T; ++j) max_score = std::max(max_score, a[j]);
+        double sum = 0.0;
+        for (int64_t j = 0; j < T; ++j) {
+            a[j] = std::exp(a[j] - max_score);
+            sum += a[j];
+        }
+        const float inv_sum = static_cast<float>(1.0 / sum);
+#pragma omp simd
+        for (int64_t j = 0; j < T; ++j) a[j] *= inv_sum;
+    }
+}
+
+// The causal mask on rows [first, end): entries above the diagonal set to `value`.
+void eager_mask_rows(float* att, int64_t T, int64_t first, int64_t end, float value) {
+    for (int64_t row = first; row < end; ++row) {
+        const int64_t t = row % T;
+        std::fill(att + row * T + t + 1, att + (row + 1) * T, value);
+    }
+}
+
+void eager_scale(float* values, int64_t n, float factor) {
+    parallel_range(n, 1, [&](int64_t first, int64_t end) {
+#pragma omp simd
+        for (int64_t i = first; i < end; ++i) values[i] *= factor;
+    });
+}
+
 }  // namespace
+
+void attention_forward_eager(const float* qkv, float* out, float* att, int64_t B, int64_t T, int64_t C,
+                             int64_t n_head) {
+    const HeadShape s = head_shape(T, C, n_head);
+    const int64_t pairs = B * n_head, rows = pairs * T;
+    parallel_range(pairs, T * T * s.hs, [&](int64_t first, int64_t end) { eager_scores(s, qkv, att, first, end); });
+    eager_scale(att, rows * T, s.scale);
+    parallel_range(rows, T, [&](int64_t first, int64_t end) {
+        eager_mask_rows(att, T, first, end, -std::numeric_limits<float>::infinity());
+    });
+    parallel_range(rows, 4 * T, [&](int64_t first, int64_t end) { eager_softmax_rows(att, T, first, end); });
+    parallel_range(pairs, T * T * s.hs, [&](int64_t first, int64_t end) {
+        for (int64_t pair = first; pair < end; ++pair) {
+            const int64_t b = pair / s.n_head, h = pair % s.n_head;
+            ConstView V(qkv + b * T * 3 * C + 2 * C + h * s.hs, T, s.hs, Eigen::OuterStride<>(3 * C));
+            View Y(out + b * T * C + h * s.hs, T, s.hs, Eigen::OuterStride<>(C));
+            Y.noalias() = Eigen::Map<const RowMajor>(att + pair * T * T, T, T) * V;
+        }
+    });
+}
+
+int64_t attention_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head) { return B * n_head * T * T; }
+
+void attention_backward_eager(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
+                              int64_t T, int64_t C, int64_t n_head, float* scratch) {
+    const HeadShape s = head_shape(T, C, n_head);
+    const int64_t pairs = B * n_head, rows = pairs * T, hs = s.hs;
+    float* G = scratch;  // the gradient of att: dP, then dS
+    // y = att v: dv = att^T dy, datt = dy v^T.
+    parallel_range(pairs, 2 * T * T * hs, [&](int64_t first, int64_t end) {
+        for (int64_t pair = first; pair < end; ++pair) {
+            const int64_t b = pair / s.n_head, h = pair % s.n_head;
+            ConstView V(qkv + b * T * 3 * C + 2 * C + h * hs, T, hs, Eigen::OuterStride<>(3 * C));
+            ConstView dY(dout + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C));
+            View dV(dqkv + b * T * 3 * C + 2 * C + h * hs, T, hs, Eigen::OuterStride<>(3 * C));
+            Eigen::Map<const RowMajor> P(att + pair * T * T, T, T);
+            dV.noalias() = P.transpose() * dY;
+            Eigen::Map<RowMajor>(G + pair * T * T, T, T).noalias() = dY * V.transpose();
+        }
+    });
+    // softmax: dS = P o (dP - rowsum(P o dP)).
+    parallel_range(rows, 3 * T, [&](int64_t first, int64_t end) {
+        for (int64_t row = first; row < end; ++row) {
+            const float* p = att + row * T;
+            float* g = G + row * T;
+            double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+            for (int64_t j = 0; j < T; ++j) dot += static_cast<double>(p[j]) * g[j];
+            const float row_dot = static_cast<float>(dot);
+#pragma omp simd
+            for (int64_t j = 0; j < T; ++j) g[j] = p[j] * (g[j] - row_dot);
+        }
+    });
+    // masked_fill: no gradient reaches the masked scores; then the scale's.
+    parallel_range(rows, T, [&](int64_t first, int64_t end) { eager_mask_rows(G, T, first, end, 0.0f); });
+    eager_scale(G, rows * T, s.scale);
+    // scores = q k^T: dq = dS k, dk = dS^T q.
+    parallel_range(pairs, 2 * T * T * hs, [&](int64_t first, int64_t end) {
+        for (int64_t pair = first; pair < end; ++pair) {
+            const int64_t b = pair / s.n_head, h = pair % s.n_head;
+            const float* base = qkv + b * T * 3 * C + h * hs;
+            float* dbase = dqkv + b * T * 3 * C + h * hs;
+            ConstView Q(base, T, hs, Eigen::OuterStride<>(3 * C));
+            ConstView K(base + C, T, hs, Eigen::OuterStride<>(3 * C));
+            Eigen::Map<const RowMajor> dS(G + pair * T * T, T, T);
+            View(dbase, T, hs, Eigen::OuterStride<>(3 * C)).noalias() = dS * K;
+            View(dbase + C, T, hs, Eigen::OuterStride<>(3 * C)).noalias() = dS.transpose() * Q;
+        }
+    });
+}
 
 void attention_forward(const float* qkv, float* out, float* att, int64_t B, int64_t T, int64_t C,
                        int64_t n_head) {

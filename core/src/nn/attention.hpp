@@ -27,4 +27,14 @@ int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t n_head
 void attention_backward(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
                         int64_t T, int64_t C, int64_t n_head, float* scratch);
 
+// --fused off: the same results (up to float rounding) computed as eager PyTorch computes
+// nanoGPT's attention, each op one pass over all of att before the next: the scores q k^T, the
+// scale, the mask, the softmax, then att v; the backward likewise, through the whole gradient
+// of att ([B, n_head, T, T], attention_eager_scratch_floats of scratch).
+void attention_forward_eager(const float* qkv, float* out, float* att, int64_t B, int64_t T, int64_t C,
+                             int64_t n_head);
+int64_t attention_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head);
+void attention_backward_eager(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
+                              int64_t T, int64_t C, int64_t n_head, float* scratch);
+
 }  // namespace trainbench

@@ -1,6 +1,7 @@
 #include "nn/conv2d.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "parallel/parallel_range.hpp"
 
@@ -65,14 +66,16 @@ int64_t conv2d_scratch_floats(const ConvShape& shape, int64_t samples) {
 }
 
 void conv2d_forward(const ConvShape& s, const PackedLayout& layout, const float* packed, const float* bias,
-                    const float* input, float* output, int64_t samples, float* scratch) {
+                    const float* input, float* output, int64_t samples, float* scratch,
+                    const ProductEpilogue* epilogue) {
+    if (epilogue && epilogue->activated) throw std::logic_error("conv2d_forward: the epilogue runs in place only");
     const int64_t positions = s.positions(), in_size = s.in_channels * positions, out_size = s.out_channels * positions;
     float* fields = scratch;
     float* rows_out = scratch + samples * positions * s.patch();
     parallel_range(samples, positions * s.patch(), [&](int64_t first, int64_t end) {
         for (int64_t n = first; n < end; ++n) im2col_sample(s, input + n * in_size, fields + n * positions * s.patch());
     });
-    packed_linear_forward(layout, packed, bias, fields, rows_out, samples * positions);
+    packed_linear_forward(layout, packed, bias, fields, rows_out, samples * positions, epilogue);
     parallel_range(samples, out_size, [&](int64_t first, int64_t end) {
         for (int64_t n = first; n < end; ++n)
             rows_to_planes(rows_out + n * out_size, output + n * out_size, positions, s.out_channels);

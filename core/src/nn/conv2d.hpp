@@ -25,9 +25,11 @@ struct ConvShape {
 int64_t conv2d_scratch_floats(const ConvShape& shape, int64_t samples);
 
 // out [N, out, H, W] = conv(in [N, in, H, W]) + bias, W packed as PackedOperand::weights with
-// in = patch(), out = out_channels (the bias after it, as a Linear layer's).
+// in = patch(), out = out_channels (the bias after it, as a Linear layer's). An epilogue (in
+// place only) applies the activation that follows while the product's blocks are in cache.
 void conv2d_forward(const ConvShape& shape, const PackedLayout& layout, const float* packed, const float* bias,
-                    const float* input, float* output, int64_t samples, float* scratch);
+                    const float* input, float* output, int64_t samples, float* scratch,
+                    const ProductEpilogue* epilogue = nullptr);
 
 // dW, db (written as `write` says) and, when grad_input is not null, dX (overwritten), with
 // W^T packed as PackedOperand::weights_transposed.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "parallel/parallel_range.hpp"
+#include "precision/half_float.hpp"
 
 namespace trainbench {
 namespace {
@@ -16,32 +17,48 @@ constexpr int64_t kRowChunks = 64;
 
 int64_t row_chunks(int64_t rows) { return std::min(rows, kRowChunks); }
 
-}  // namespace
-
 // Per-row statistics in double (C additions per row: cheap), stored as float as torch does.
 // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
+void layernorm_row(const float* x, const float* weight, const float* bias, float* y, float* mean, float* rstd,
+                   int64_t C) {
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < C; ++i) sum += x[i];
+    const double m = sum / static_cast<double>(C);
+    double squares = 0.0;
+#pragma omp simd reduction(+ : squares)
+    for (int64_t i = 0; i < C; ++i) {
+        const double d = static_cast<double>(x[i]) - m;
+        squares += d * d;
+    }
+    const float mu = static_cast<float>(m);
+    const float rs = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(C) + kLayerNormEps));
+    *mean = mu;
+    *rstd = rs;
+#pragma omp simd
+    for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - mu) * rs * weight[i] + bias[i];
+}
+
+}  // namespace
+
 void layernorm_forward(const float* inp, const float* weight, const float* bias, float* out, float* mean,
                        float* rstd, int64_t rows, int64_t C) {
     parallel_range(rows, 6 * C, [&](int64_t first, int64_t end) {
+        for (int64_t r = first; r < end; ++r) layernorm_row(inp + r * C, weight, bias, out + r * C, mean + r, rstd + r, C);
+    });
+}
+
+void residual_layernorm_forward(const float* a, const float* b, float* sum, const float* weight, const float* bias,
+                                float* out, float* mean, float* rstd, int64_t rows, int64_t C, Precision rounding) {
+    parallel_range(rows, 7 * C, [&](int64_t first, int64_t end) {
         for (int64_t r = first; r < end; ++r) {
-            const float* x = inp + r * C;
-            float* y = out + r * C;
-            double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-            for (int64_t i = 0; i < C; ++i) sum += x[i];
-            const double m = sum / static_cast<double>(C);
-            double squares = 0.0;
-#pragma omp simd reduction(+ : squares)
-            for (int64_t i = 0; i < C; ++i) {
-                const double d = static_cast<double>(x[i]) - m;
-                squares += d * d;
-            }
-            const float mu = static_cast<float>(m);
-            const float rs = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(C) + kLayerNormEps));
-            mean[r] = mu;
-            rstd[r] = rs;
+            const float* x0 = a + r * C;
+            const float* x1 = b + r * C;
+            float* x = sum + r * C;
 #pragma omp simd
-            for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - mu) * rs * weight[i] + bias[i];
+            for (int64_t i = 0; i < C; ++i) x[i] = x0[i] + x1[i];
+            if (rounding != Precision::fp32) round_to_16bit_serial(rounding, x, C);
+            layernorm_row(x, weight, bias, out + r * C, mean + r, rstd + r, C);
         }
     });
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "nn/linear.hpp"  // GradientWrite
+#include "trainbench/run_config.hpp"
 
 namespace trainbench {
 
@@ -13,6 +14,12 @@ inline constexpr float kLayerNormEps = 1e-5f;
 // (biased variance) are written to [rows] each for the backward pass. out may alias inp.
 void layernorm_forward(const float* inp, const float* weight, const float* bias, float* out, float* mean,
                        float* rstd, int64_t rows, int64_t C);
+
+// --fused on: sum = a + b (a residual add) and LayerNorm(sum) as above, one row at a time, so
+// the sum is normalised while it is in cache rather than read back. The LayerNorm reads the sum
+// as its storage holds it: rounded to `rounding` in 16-bit runs (fp32: as computed).
+void residual_layernorm_forward(const float* a, const float* b, float* sum, const float* weight, const float* bias,
+                                float* out, float* mean, float* rstd, int64_t rows, int64_t C, Precision rounding);
 
 // Floats of scratch layernorm_backward needs: one row of dweight and one of dbias partial sums
 // per fixed chunk of rows (see layernorm.cpp), whatever the number of rows or threads.

@@ -5,7 +5,9 @@
 #include <alloca.h>
 #include <cstdint>
 
+#include "nn/activation.hpp"
 #include "parallel/parallel_range.hpp"
+#include "precision/half_float.hpp"
 
 // This file drives Eigen's internal product kernel (gemm_pack_lhs, gemm_pack_rhs, gebp_kernel)
 // exactly as Eigen 3.4's own general_matrix_matrix_product does, with the packing of the
@@ -38,6 +40,18 @@ constexpr int64_t kMaxColumnBlock = 512;   // columns of X packed at once (at mo
 constexpr int64_t kMaxDepthBlock = 320;
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// Rows [row, row + rows) of columns [column, column + columns) of a column-major output whose
+// columns hold `height` rows.
+void apply_epilogue(const ProductEpilogue& epilogue, float* output, int64_t height, int64_t row, int64_t rows,
+                    int64_t column, int64_t columns) {
+    for (int64_t j = column; j < column + columns; ++j) {
+        float* values = output + j * height + row;
+        if (epilogue.rounding != Precision::fp32) round_to_16bit_serial(epilogue.rounding, values, rows);
+        float* into = epilogue.activated ? epilogue.activated + j * height + row : values;
+        activation_forward_serial(epilogue.activation, values, into, rows);
+    }
+}
 
 }  // namespace
 
@@ -88,7 +102,8 @@ void pack_weights(const PackedLayout& layout, const float* weight, float* packed
 }
 
 void packed_product_slices(const PackedLayout& layout, const float* packed, const float* bias,
-                           const float* input, float* output, int64_t batch, int64_t first, int64_t end) {
+                           const float* input, float* output, int64_t batch, int64_t first, int64_t end,
+                           const ProductEpilogue* epilogue) {
     const int64_t row = layout.slice_begin(first), rows = layout.slice_begin(end) - row;
     if (rows <= 0) return;
     const RhsMapper rhs(input, layout.depth);
@@ -119,13 +134,15 @@ void packed_product_slices(const PackedLayout& layout, const float* packed, cons
                        layout.slice_begin(s + 1) - slice_row, depth, columns, 1.0f);
             }
         }
+        // This block of C is complete and still in cache.
+        if (epilogue) apply_epilogue(*epilogue, output, layout.rows, row, rows, j, columns);
     }
 }
 
 void packed_linear_forward(const PackedLayout& layout, const float* packed, const float* bias,
-                           const float* input, float* output, int64_t batch) {
+                           const float* input, float* output, int64_t batch, const ProductEpilogue* epilogue) {
     parallel_range(layout.slices, (layout.rows / layout.slices) * layout.depth * batch, [&](int64_t first, int64_t end) {
-        packed_product_slices(layout, packed, bias, input, output, batch, first, end);
+        packed_product_slices(layout, packed, bias, input, output, batch, first, end, epilogue);
     });
 }
 

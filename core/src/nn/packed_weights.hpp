@@ -11,6 +11,8 @@
 // buffers, counted as workspace.
 #include <cstdint>
 
+#include "trainbench/run_config.hpp"
+
 namespace trainbench {
 
 // Which matrix a packed block holds, given W stored [out x in] row-major (torch's layout).
@@ -42,15 +44,28 @@ PackedLayout make_packed_layout(PackedOperand operand, int64_t in, int64_t out, 
 // Packs W ([out x in], row-major) or its transpose, as the layout says, into `packed`.
 void pack_weights(const PackedLayout& layout, const float* weight, float* packed);
 
+// What a product does to each block of its output while the block is still in cache (--fused
+// on): the activation that follows the product in the model, in place or into a second buffer
+// of the output's layout (when the backward needs the pre-activation too). In 16-bit runs the
+// output is first rounded as its storage will hold it, since that is what the activation reads
+// when it runs on its own.
+struct ProductEpilogue {
+    Activation activation = Activation::relu;
+    float* activated = nullptr;            // null: in place
+    Precision rounding = Precision::fp32;  // fp32: none
+};
+
 // Rows [slice_begin(first), slice_begin(end)) of C = M B (+ bias), where M is the packed
 // matrix, B is [depth x batch] and C [rows x batch], both column-major. With a bias, C starts
 // as the bias; without, C is overwritten. Runs on the calling thread; each element of C is
 // summed in the same order whatever the slicing.
 void packed_product_slices(const PackedLayout& layout, const float* packed, const float* bias,
-                           const float* input, float* output, int64_t batch, int64_t first, int64_t end);
+                           const float* input, float* output, int64_t batch, int64_t first, int64_t end,
+                           const ProductEpilogue* epilogue = nullptr);
 
 // Z = W X + b over the worker team, W packed as PackedOperand::weights.
 void packed_linear_forward(const PackedLayout& layout, const float* packed, const float* bias,
-                           const float* input, float* output, int64_t batch);
+                           const float* input, float* output, int64_t batch,
+                           const ProductEpilogue* epilogue = nullptr);
 
 }  // namespace trainbench

@@ -2,6 +2,9 @@
 // The optimizers' update rules over flat fp32 arrays (all parameters in one allocation),
 // following torch.optim's single-tensor ("foreach=False") algorithms and defaults.
 #include <cstdint>
+#include <vector>
+
+#include "parallel/shard_range.hpp"
 
 #include "trainbench/run_config.hpp"
 
@@ -23,6 +26,17 @@ void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n
 void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
                         float* state, int64_t n, double lr, double grad_multiplier,
                         int64_t step, int64_t decay_end = -1);
+
+// --fused off: the same update as torch.optim's single-tensor algorithm runs it in eager mode,
+// parameter tensor by parameter tensor (`tensors`: their ranges in [0, n)), each tensor op one
+// pass over the tensor (exp_avg.mul_(beta1), then .add_(grad, alpha=1 - beta1), ...) and its
+// temporaries (Adam's denom, a decayed gradient) in `scratch`. The gradient multiplier is its
+// own pass first, as clip_grad_norm_ and GradScaler.unscale_ make it. RMSprop and Adagrad keep
+// their one-pass rule. Equal to optimizer_step_cpu up to float rounding.
+int64_t eager_optimizer_scratch_floats(const OptimizerConfig& config, int64_t largest_tensor);
+void optimizer_step_eager_cpu(const OptimizerConfig& config, float* params, float* grads, float* state, int64_t n,
+                              double lr, double grad_multiplier, int64_t step, int64_t decay_end,
+                              const std::vector<ShardRange>& tensors, float* scratch);
 
 // Names of the state buffers for checkpoints ("momentum_buffer", "exp_avg", ...).
 const char* optimizer_state_name(const OptimizerConfig& config, int slot);

@@ -9,6 +9,7 @@
 #include "nn/conv2d.hpp"
 #include "nn/layernorm.hpp"
 #include "nn/lora.hpp"
+#include "optim/optimizer_step.hpp"
 
 namespace trainbench {
 namespace {
@@ -94,6 +95,66 @@ void assign_in_place_outputs(GraphPlan& plan, const Uses& uses) {
             continue;
         plan.tensor_alias[static_cast<size_t>(out)] = in;
     }
+}
+
+// --fused on (GraphPlan::fused_into): a linear or convolution op whose output only an activation
+// reads takes that activation into its epilogue (a convolution only in place: its epilogue runs
+// before its output is transposed into planes), and a residual add takes the LayerNorm that
+// reads its sum. With checkpointing both ops of a pair must be in one segment, so that
+// recomputing a segment rebuilds both.
+void assign_fusions(GraphPlan& plan, const Uses& uses) {
+    const ModelDesc& m = plan.model;
+    plan.fused_into.assign(m.ops.size(), -1);
+    plan.fused_with.assign(m.ops.size(), -1);
+    if (!plan.fused) return;
+    auto op_at = [&m](int o) -> const OpDesc& { return m.ops[static_cast<size_t>(o)]; };
+    auto fusable = [&](int a, int b) {
+        return plan.fused_into[static_cast<size_t>(b)] < 0 && (!plan.checkpointing || op_at(a).segment == op_at(b).segment);
+    };
+    auto link = [&plan](int o, int into) {
+        plan.fused_with[static_cast<size_t>(o)] = into;
+        plan.fused_into[static_cast<size_t>(into)] = o;
+    };
+    for (int o = 0; o < static_cast<int>(m.ops.size()); ++o) {
+        const OpDesc& op = op_at(o);
+        if (op.outputs.empty()) continue;
+        const auto& readers = uses.consumers[static_cast<size_t>(op.outputs[0])];
+        if (op.kind == OpKind::linear || op.kind == OpKind::conv2d) {
+            if (readers.size() != 1) continue;
+            const int a = readers[0].first;
+            if (op_at(a).kind != OpKind::activation || !fusable(o, a)) continue;
+            if (op.kind == OpKind::conv2d && plan.tensor_alias[static_cast<size_t>(op_at(a).outputs[0])] != op.outputs[0])
+                continue;
+            link(o, a);
+        } else if (op.kind == OpKind::residual_add) {
+            for (const auto& [reader, k] : readers) {
+                if (op_at(reader).kind != OpKind::layernorm || !fusable(o, reader)) continue;
+                link(o, reader);
+                break;
+            }
+        }
+    }
+}
+
+// --fused off: the optimizer updates one trainable tensor after the other (its range in the
+// shard, from the shard's start), its temporaries as large as the largest.
+void plan_eager_optimizer(GraphPlan& plan, const OptimizerConfig& optimizer) {
+    if (plan.fused) return;
+    const ShardRange shard = plan.optimizer_shard;
+    std::vector<int> in_store_order(plan.model.params.size());
+    std::iota(in_store_order.begin(), in_store_order.end(), 0);
+    std::sort(in_store_order.begin(), in_store_order.end(), [&](int a, int b) {
+        return plan.params.offset[static_cast<size_t>(a)] < plan.params.offset[static_cast<size_t>(b)];
+    });
+    int64_t largest = 0;
+    for (int p : in_store_order) {
+        if (!plan.model.params[static_cast<size_t>(p)].trainable) continue;
+        const ShardRange part = overlap(plan.param_range(p), shard);
+        if (part.size() == 0) continue;
+        plan.optimizer_tensors.push_back({part.begin - shard.begin, part.end - shard.begin});
+        largest = std::max(largest, part.size());
+    }
+    plan.optimizer_scratch_floats = eager_optimizer_scratch_floats(optimizer, largest);
 }
 
 // Checkpointing: a tensor made and read only inside one segment is dropped after the forward
@@ -312,8 +373,10 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
             case OpKind::attention: {
                 const int64_t T = op.rows_per_sample;
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / T;
+                // Eager attention's backward holds the gradient of every pair's att at once.
                 plan.scratch_floats = std::max(plan.scratch_floats,
-                                               attention_scratch_floats(plan.micro_batch, T, C, op.heads, plan.threads));
+                                               plan.fused ? attention_scratch_floats(plan.micro_batch, T, C, op.heads, plan.threads)
+                                                          : attention_eager_scratch_floats(plan.micro_batch, T, op.heads));
                 break;
             }
             case OpKind::activation:
@@ -335,9 +398,17 @@ void plan_staging(GraphPlan& plan) {
         if (!plan.stored_16bit(t)) return;
         staging.at(k) = std::max(staging.at(k), align(plan.tensor_elements[static_cast<size_t>(t)]));
     };
-    for (const OpDesc& op : m.ops) {
+    for (size_t o = 0; o < m.ops.size(); ++o) {
+        const OpDesc& op = m.ops[o];
         for (size_t k = 0; k < op.inputs.size(); ++k) widen(plan.input_staging_floats, k, op.inputs[k]);
         for (size_t k = 0; k < op.outputs.size(); ++k) widen(plan.output_staging_floats, k, op.outputs[k]);
+        // A fused pair computes the second op's result in output staging 1 (an in-place
+        // activation works in its product's output).
+        const int with = plan.fused_with[o];
+        if (with >= 0) {
+            const int t = m.ops[static_cast<size_t>(with)].outputs[0];
+            if (plan.tensor_alias[static_cast<size_t>(t)] < 0) widen(plan.output_staging_floats, 1, t);
+        }
         // The products' weights (W, then b, then a LoRA layer's A and B, one after the other), and
         // the frozen weights LayerNorm and the embedding read, which only the 16-bit copy holds.
         const bool widened_weights = op.kind == OpKind::linear || op.kind == OpKind::lora_linear ||
@@ -353,29 +424,30 @@ void plan_staging(GraphPlan& plan) {
 
 }  // namespace
 
-GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
-                          bool checkpointing, Precision precision, int shard_rank, int shard_count,
-                          bool shard_gradients) {
+GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const PlanOptions& options) {
     GraphPlan plan;
     plan.model = model;
     plan.params = make_param_layout(model);
     plan.micro_batch = micro_batch;
-    plan.threads = threads;
-    plan.optimizer_slots = optimizer_slots;
-    plan.optimizer_shard = shard_of(plan.params.trainable_end, shard_rank, shard_count);
-    plan.checkpointing = checkpointing;
-    plan.precision = precision;
+    plan.threads = options.threads;
+    plan.optimizer_slots = optimizer_state_slots(options.optimizer);
+    plan.optimizer_shard = shard_of(plan.params.trainable_end, options.shard_rank, options.shard_count);
+    plan.checkpointing = options.checkpointing;
+    plan.precision = options.precision;
+    plan.fused = options.fused;
     for (const TensorDesc& t : model.tensors) plan.tensor_elements.push_back(t.per_sample * micro_batch);
     check_frozen_params(model);
     const Uses uses = find_uses(model);
     const std::vector<bool> requires_grad = find_requires_grad(model);
     assign_in_place_outputs(plan, uses);
+    assign_fusions(plan, uses);
     assign_recompute_slots(plan, uses);
     assign_gradient_offsets(plan, uses, requires_grad);
     assign_write_modes(plan, uses);
-    if (shard_gradients && shard_count > 1) assign_gradient_buckets(plan, uses, shard_count);
+    if (options.shard_gradients && options.shard_count > 1) assign_gradient_buckets(plan, uses, options.shard_count);
     plan_kernels(plan, requires_grad);
     plan_staging(plan);
+    plan_eager_optimizer(plan, options.optimizer);
     if (model.token_input) plan.token_elements = model.input_per_sample * micro_batch;
 
     const int64_t p = plan.params.count;
@@ -387,7 +459,9 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threa
         add(MemoryCategory::parameters, p * 4);
     }
     add(MemoryCategory::gradients, plan.gradient_floats() * 4);
-    if (optimizer_slots > 0) add(MemoryCategory::optimizer_state, plan.optimizer_shard.size() * 4 * optimizer_slots);
+    if (plan.optimizer_slots > 0)
+        add(MemoryCategory::optimizer_state, plan.optimizer_shard.size() * 4 * plan.optimizer_slots);
+    if (plan.optimizer_scratch_floats > 0) add(MemoryCategory::workspace, plan.optimizer_scratch_floats * 4);
     add(MemoryCategory::workspace, plan.packed_floats * 4);
     plan.first_step_buffer = plan.buffers.size();
     if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets

@@ -95,6 +95,21 @@ struct GraphPlan {
     std::vector<std::vector<GradientWrite>> input_write;
     std::vector<std::vector<GradientWrite>> first_param_write;
 
+    // --fused on: element-wise ops computed inside a neighbour's kernel in the forward pass. A
+    // product (linear, convolution) applies the activation that alone reads its output in its
+    // epilogue; a residual add normalises its sum for the LayerNorm that reads it in the same
+    // pass. Per op: the op whose kernel computes it (-1: it runs itself), and the op its own
+    // kernel also computes (-1: none). Fused pairs share a checkpointing segment, so a
+    // recomputed segment rebuilds both. --fused off runs every op alone, attention's scale, mask
+    // and softmax as passes of their own, and the optimizer op by op (optimizer_step_eager_cpu).
+    bool fused = true;
+    std::vector<int> fused_into;
+    std::vector<int> fused_with;
+    // --fused off: the optimizer's temporaries (Adam's denom, ...), a persistent workspace, and
+    // each trainable tensor's range in the optimizer's shard, which it updates one at a time.
+    int64_t optimizer_scratch_floats = 0;
+    std::vector<ShardRange> optimizer_tensors;
+
     std::vector<PackedLinear> packed;  // per op (linear ops only)
     int64_t packed_floats = 0;
     int64_t scratch_floats = 0;        // the largest kernel scratch
@@ -132,11 +147,22 @@ struct GraphPlan {
 
 // ZeRO: shard_rank and shard_count give the optimizer state's slice; shard_gradients (stage 2)
 // also reduces the gradients into that slice during the backward pass (gradient_buckets).
+
 // A conv2d op's shape: channels from its weight [out, in, k, k], the image from the op.
 ConvShape conv_shape(const ModelDesc& model, const OpDesc& op);
 
-GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, int threads, int optimizer_slots,
-                          bool checkpointing, Precision precision = Precision::fp32, int shard_rank = 0,
-                          int shard_count = 1, bool shard_gradients = false);
+// What the planner is asked for besides the model and the micro-batch.
+struct PlanOptions {
+    int threads = 1;
+    OptimizerConfig optimizer;
+    bool checkpointing = false;
+    Precision precision = Precision::fp32;
+    bool fused = true;
+    int shard_rank = 0;
+    int shard_count = 1;
+    bool shard_gradients = false;
+};
+
+GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const PlanOptions& options);
 
 }  // namespace trainbench

@@ -292,6 +292,11 @@ std::vector<ConfigField> make_fields() {
          .group = kDevice, .help = "recompute activations in backward to save memory", .kind = K::boolean,
          .details = "Keeps only some layers' inputs (a GPT: each block's input) and recomputes the rest during backward. Activation memory drops; each update takes longer for the extra forward work.",
          .access = RUN_CONFIG_MEMBER(gradient_checkpointing)},
+        {.key = "fused", .flag = "--fused", .label = "Fused kernels", .group = kDevice,
+         .help = "on|off: fold element-wise ops into their neighbours' kernels (torch.compile) or run each alone (eager)",
+         .kind = K::choice,
+         .details = "What torch.compile does to a model. On: bias and activation are applied in the matrix product's epilogue, a residual add and the LayerNorm after it are one pass, attention's scale, mask and softmax are one pass, and the optimizer updates each block of parameters in one pass. Off runs each of those as its own pass over memory, as eager PyTorch does (attention's backward then holds the whole gradient of the probabilities). Same results up to float rounding; the plan counts the bytes each way moves. CUDA runs fused only.",
+         .access = RUN_CONFIG_CHOICE(fused, &parse_fused_kernels)},
         // `compare` has its own --empty-cache-steps: the N of its "empty cache" run.
         {.key = "empty_cache_steps", .flag = "--empty-cache-steps", .label = "Empty cache every", .group = kDevice,
          .help = "release the allocator cache every N updates", .kind = K::integer,

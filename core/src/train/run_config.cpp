@@ -66,6 +66,7 @@ constexpr NameTable<ModelFamily, 3> kModelFamilyNames{
 constexpr NameTable<Precision, 3> kPrecisionNames{{{Precision::fp32, "fp32"},
                                                    {Precision::fp16, "fp16"},
                                                    {Precision::bf16, "bf16"}}};
+constexpr NameTable<FusedKernels, 2> kFusedKernelsNames{{{FusedKernels::on, "on"}, {FusedKernels::off, "off"}}};
 
 template <typename Enum, size_t N>
 std::string name_of(const NameTable<Enum, N>& table, Enum value) {
@@ -114,6 +115,7 @@ std::string to_string(OptimizerKind k) { return name_of(kOptimizerNames, k); }
 std::string to_string(ScheduleKind k) { return name_of(kScheduleNames, k); }
 std::string to_string(Precision p) { return name_of(kPrecisionNames, p); }
 std::string to_string(ModelFamily f) { return name_of(kModelFamilyNames, f); }
+std::string to_string(FusedKernels f) { return name_of(kFusedKernelsNames, f); }
 
 Activation parse_activation(const std::string& s) {
     return parse_name(kActivationNames, s, "activation");
@@ -130,12 +132,14 @@ Precision parse_precision(const std::string& s) {
 ModelFamily parse_model_family(const std::string& s) {
     return parse_name(kModelFamilyNames, s, "model");
 }
+FusedKernels parse_fused_kernels(const std::string& s) { return parse_name(kFusedKernelsNames, s, "fused"); }
 
 template <> std::vector<std::string> names_of<Activation>() { return all_names(kActivationNames); }
 template <> std::vector<std::string> names_of<OptimizerKind>() { return all_names(kOptimizerNames); }
 template <> std::vector<std::string> names_of<ScheduleKind>() { return all_names(kScheduleNames); }
 template <> std::vector<std::string> names_of<Precision>() { return all_names(kPrecisionNames); }
 template <> std::vector<std::string> names_of<ModelFamily>() { return all_names(kModelFamilyNames); }
+template <> std::vector<std::string> names_of<FusedKernels>() { return all_names(kFusedKernelsNames); }
 
 RunConfig default_config(ModelFamily family) {
     RunConfig c;
@@ -435,6 +439,9 @@ void validate(const RunConfig& c) {
                         "processes");
     }
 
+    if (c.fused == FusedKernels::off && c.device != "cpu")
+        reject("fused", "the CUDA executor runs its fused kernels only (bias and ReLU in the products' epilogues, one-pass "
+                        "softmax, cross-entropy and optimizer); use --device cpu to measure --fused off");
     if (c.zero > 0 && c.device != "cpu")
         reject("zero", "ZeRO shards the CPU engine's optimizer state only for now; use --device cpu or --zero 0");
 

@@ -106,7 +106,15 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.trainable_parameter_count = spec.model.trainable_parameter_count();
     plan.flops_per_sample = spec.model.training_flops_per_sample;
     plan.planned_bytes = plan_engine_memory(config, spec);
-    if (!is_cuda_device(config.device)) plan.threads = spec.threads;
+    if (!is_cuda_device(config.device)) {
+        plan.threads = spec.threads;
+        EngineSpec other = spec;
+        other.fused = !spec.fused;
+        const int64_t traffic = plan_cpu_engine_traffic(spec, config.step_size);
+        const int64_t other_traffic = plan_cpu_engine_traffic(other, config.step_size);
+        plan.fused_traffic_bytes = spec.fused ? traffic : other_traffic;
+        plan.eager_traffic_bytes = spec.fused ? other_traffic : traffic;
+    }
     if (data.train.count == 0) throw Error("data set '" + data.name + "' has no training rows");
     return plan;
 }

@@ -19,10 +19,12 @@ std::string to_string(Technique technique) {
         case Technique::batch_size: return "batch size";
         case Technique::gradient_accumulation: return "gradient accumulation";
         case Technique::gradient_checkpointing: return "gradient checkpointing";
-        case Technique::mixed_precision: return "mixed precision";
+        case Technique::mixed_precision: return "mixed precision (bf16)";
+        case Technique::mixed_precision_fp16: return "mixed precision (fp16)";
         case Technique::empty_cache: return "empty cache every N steps";
         case Technique::optimizer_choice: return "optimizer choice";
         case Technique::data_preloading: return "data preloading";
+        case Technique::fused_kernels: return "fused kernels (torch.compile)";
         case Technique::peft_lora: return "PEFT (LoRA)";
         case Technique::data_parallel: return "data parallelism";
         case Technique::zero_1: return "DeepSpeed ZeRO-1";
@@ -32,10 +34,16 @@ std::string to_string(Technique technique) {
 }
 
 std::vector<Technique> all_techniques() {
-    return {Technique::baseline,           Technique::batch_size,
-            Technique::gradient_accumulation, Technique::gradient_checkpointing,
-            Technique::mixed_precision,    Technique::empty_cache,
-            Technique::optimizer_choice,   Technique::data_preloading,
+    return {Technique::baseline,
+            Technique::batch_size,
+            Technique::gradient_accumulation,
+            Technique::gradient_checkpointing,
+            Technique::mixed_precision,
+            Technique::mixed_precision_fp16,
+            Technique::empty_cache,
+            Technique::optimizer_choice,
+            Technique::data_preloading,
+            Technique::fused_kernels,
             Technique::peft_lora};
 }
 
@@ -58,11 +66,14 @@ TechniqueClaim claimed_effect(Technique technique) {
         case Technique::batch_size: return {"yes", "yes"};
         case Technique::gradient_accumulation: return {"no", "yes"};
         case Technique::gradient_checkpointing: return {"no", "yes"};
-        case Technique::mixed_precision: return {"yes", "maybe"};
+        case Technique::mixed_precision:
+        case Technique::mixed_precision_fp16: return {"yes", "maybe"};
         case Technique::empty_cache: return {"no (~10% slower)", "yes"};
         case Technique::optimizer_choice: return {"yes", "yes"};
         case Technique::data_preloading: return {"yes", "no"};
-        case Technique::peft_lora: return {"yes", "yes"};
+        // torch.compile and PEFT as Hugging Face's single-GPU training guide lists them.
+        case Technique::fused_kernels: return {"yes", "no"};
+        case Technique::peft_lora: return {"no", "yes"};
         // Not in the guide's table: more workers on the same global batch.
         case Technique::data_parallel: return {"yes", "no"};
         case Technique::zero_1:
@@ -230,9 +241,12 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
                                 on_off(variant.gradient_checkpointing));
             break;
         case Technique::mixed_precision:
-            variant.precision = base.precision == Precision::fp32 ? Precision::bf16 : Precision::fp32;
+        case Technique::mixed_precision_fp16: {
+            const Precision sixteen = technique == Technique::mixed_precision ? Precision::bf16 : Precision::fp16;
+            variant.precision = base.precision == sixteen ? Precision::fp32 : sixteen;
             description = arrow("precision", to_string(base.precision), to_string(variant.precision));
             break;
+        }
         case Technique::empty_cache:
             variant.empty_cache_steps = base.empty_cache_steps == 0 ? options.empty_cache_steps : 0;
             description = variant.empty_cache_steps > 0
@@ -250,6 +264,11 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
         case Technique::data_preloading:
             variant.prefetch = base.prefetch == 0 ? 2 : 0;
             description = arrow("prefetch", std::to_string(base.prefetch), std::to_string(variant.prefetch));
+            break;
+        case Technique::fused_kernels:
+            variant.fused = base.fused == FusedKernels::on ? FusedKernels::off : FusedKernels::on;
+            description = arrow("fused", to_string(base.fused), to_string(variant.fused));
+            validate(variant);
             break;
         case Technique::peft_lora:
             if (base.model != ModelFamily::gpt)

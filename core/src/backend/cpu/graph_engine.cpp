@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <optional>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -43,6 +44,7 @@
 #include "parallel/shard_range.hpp"
 #include "parallel/worker_team.hpp"
 #include "plan/graph_plan.hpp"
+#include "plan/memory_traffic.hpp"
 #include "precision/half_float.hpp"
 #include "trainbench/error.hpp"
 
@@ -52,9 +54,14 @@ namespace {
 GraphPlan plan_for(const EngineSpec& spec) {
     const bool sharded = spec.zero_stage > 0;
     return make_graph_plan(spec.model, std::max(spec.max_micro_batch, spec.max_eval_batch),
-                           WorkerTeam::resolved_size(spec.threads), optimizer_state_slots(spec.optimizer),
-                           spec.gradient_checkpointing, spec.precision, sharded ? spec.shard_rank : 0,
-                           sharded ? spec.shard_count : 1, spec.zero_stage >= 2);
+                           {.threads = WorkerTeam::resolved_size(spec.threads),
+                            .optimizer = spec.optimizer,
+                            .checkpointing = spec.gradient_checkpointing,
+                            .precision = spec.precision,
+                            .fused = spec.fused,
+                            .shard_rank = sharded ? spec.shard_rank : 0,
+                            .shard_count = sharded ? spec.shard_count : 1,
+                            .shard_gradients = spec.zero_stage >= 2});
 }
 
 class GraphEngine final : public ComputeEngine {
@@ -78,6 +85,7 @@ public:
             state_ = static_cast<float*>(take());
             optimizer_init_state(spec.optimizer, state_, plan_.optimizer_shard.size());
         }
+        if (plan_.optimizer_scratch_floats > 0) optimizer_scratch_ = static_cast<float*>(take());
         packed_ = static_cast<float*>(take());
         std::fill(grads_, grads_ + plan_.gradient_floats(), 0.0f);
         tensors_.assign(plan_.model.tensors.size(), nullptr);
@@ -170,8 +178,13 @@ public:
     void optimizer_step(double lr, double grad_multiplier, int64_t step) override {
         materialise_zero_grad();
         const ShardRange shard = plan_.optimizer_shard;
-        optimizer_step_cpu(spec_.optimizer, params_ + shard.begin, shard_gradients(), state_, shard.size(), lr,
-                           grad_multiplier, step, std::clamp(plan_.params.decay_end - shard.begin, int64_t{0}, shard.size()));
+        const int64_t decay_end = std::clamp(plan_.params.decay_end - shard.begin, int64_t{0}, shard.size());
+        if (plan_.fused)
+            optimizer_step_cpu(spec_.optimizer, params_ + shard.begin, shard_gradients(), state_, shard.size(), lr,
+                               grad_multiplier, step, decay_end);
+        else
+            optimizer_step_eager_cpu(spec_.optimizer, params_ + shard.begin, shard_gradients(), state_, shard.size(), lr,
+                                     grad_multiplier, step, decay_end, plan_.optimizer_tensors, optimizer_scratch_);
         if (sharded()) {
             const CollectiveTimer timer(collective_ms_);
             process_group().all_gather(params_, plan_.params.trainable_end);
@@ -443,15 +456,39 @@ private:
         for (size_t o = 0; o < m.ops.size(); ++o) forward_op(static_cast<int>(o), n);
     }
 
+    // --fused on: the activation a product's epilogue computes (GraphPlan::fused_with), into its
+    // own buffer or, where it runs in place, over the product's output.
+    std::optional<ProductEpilogue> epilogue(int o) const {
+        const int with = plan_.fused_with[static_cast<size_t>(o)];
+        if (with < 0) return std::nullopt;
+        const OpDesc& activation = plan_.model.ops[static_cast<size_t>(with)];
+        const int t = activation.outputs[0];
+        ProductEpilogue e{.activation = activation.activation, .rounding = plan_.precision};
+        if (plan_.tensor_alias[static_cast<size_t>(t)] < 0) e.activated = fused_output(t);
+        return e;
+    }
+    // Where a fused pair's second result is computed: its buffer, or output staging 1.
+    float* fused_output(int t) const { return plan_.stored_16bit(t) ? output_staging_[1] : tensor(t); }
+    void store_fused_output(int o, int64_t n) {
+        const int with = plan_.fused_with[static_cast<size_t>(o)];
+        if (with < 0) return;
+        const int t = plan_.model.ops[static_cast<size_t>(with)].outputs[0];
+        if (plan_.tensor_alias[static_cast<size_t>(t)] < 0 && plan_.stored_16bit(t))
+            store_16bit(plan_.precision, output_staging_[1], tensor_16bit(t), elements(t, n));
+    }
+
     void forward_op(int o, int64_t n) {
+        if (plan_.fused_into[static_cast<size_t>(o)] >= 0) return;  // its partner's kernel computed it
         const OpDesc& op = plan_.model.ops[static_cast<size_t>(o)];
         const int64_t rows = plan_.rows(op, n);
+        const std::optional<ProductEpilogue> fused_epilogue = epilogue(o);
+        const ProductEpilogue* fused = fused_epilogue ? &*fused_epilogue : nullptr;
         switch (op.kind) {
             case OpKind::linear: {
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
                 const float* packed = packed_ + p.forward_offset;
                 packed_linear_forward(p.forward, packed, op.params.size() > 1 ? packed + p.forward.total_floats() : nullptr,
-                                      input(op, 0, n), output(op, 0), rows);
+                                      input(op, 0, n), output(op, 0), rows, fused);
                 break;
             }
             case OpKind::lora_linear: {
@@ -483,13 +520,26 @@ private:
             }
             case OpKind::attention: {
                 const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-                attention_forward(input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C, op.heads);
+                if (plan_.fused)
+                    attention_forward(input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C, op.heads);
+                else
+                    attention_forward_eager(input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C,
+                                            op.heads);
                 break;
             }
             case OpKind::residual_add: {
                 const float* a = input(op, 0, n);
                 const float* b = input(op, 1, n);
                 float* out = output(op, 0);
+                const int ln = plan_.fused_with[static_cast<size_t>(o)];
+                if (ln >= 0) {  // the LayerNorm that reads the sum, in the same pass
+                    const OpDesc& norm = plan_.model.ops[static_cast<size_t>(ln)];
+                    const int64_t C = plan_.model.params[static_cast<size_t>(norm.params[0])].shape[0];
+                    residual_layernorm_forward(a, b, out, fp32_param(norm, 0), fp32_param(norm, 1),
+                                               fused_output(norm.outputs[0]), tensor(norm.outputs[1]),
+                                               tensor(norm.outputs[2]), rows, C, plan_.precision);
+                    break;
+                }
                 parallel_range(elements(op.outputs[0], n), 1, [&](int64_t first, int64_t end) {
 #pragma omp simd
                     for (int64_t i = first; i < end; ++i) out[i] = a[i] + b[i];
@@ -500,7 +550,7 @@ private:
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
                 const float* packed = packed_ + p.forward_offset;
                 conv2d_forward(conv_shape(plan_.model, op), p.forward, packed, packed + p.forward.total_floats(),
-                               input(op, 0, n), output(op, 0), n, scratch_);
+                               input(op, 0, n), output(op, 0), n, scratch_, fused);
                 break;
             }
             case OpKind::max_pool:
@@ -510,6 +560,7 @@ private:
             case OpKind::mean_squared_error: return;  // the loss runs in loss_forward / evaluate
         }
         store_outputs(op, n);
+        store_fused_output(o, n);
     }
 
     // The loss writes the gradient of its input over that input's fp32 values; a 16-bit input is
@@ -615,8 +666,12 @@ private:
             }
             case OpKind::attention: {
                 const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-                attention_backward(dout, input(op, 0, n), saved_output(op, 1, n), grad(op.inputs[0]), n,
-                                   op.rows_per_sample, C, op.heads, scratch_);
+                if (plan_.fused)
+                    attention_backward(dout, input(op, 0, n), saved_output(op, 1, n), grad(op.inputs[0]), n,
+                                       op.rows_per_sample, C, op.heads, scratch_);
+                else
+                    attention_backward_eager(dout, input(op, 0, n), saved_output(op, 1, n), grad(op.inputs[0]), n,
+                                             op.rows_per_sample, C, op.heads, scratch_);
                 return;
             }
             case OpKind::residual_add: {
@@ -665,6 +720,7 @@ private:
     uint16_t* params16_ = nullptr; // 16-bit runs: the working copy the products read
     float* grads_ = nullptr;
     float* state_ = nullptr;
+    float* optimizer_scratch_ = nullptr;  // --fused off: the optimizer's temporaries
     float* packed_ = nullptr;
     bool packed_stale_ = true;
     bool frozen_packed_ = false;   // frozen weights' packing is still valid
@@ -688,6 +744,10 @@ private:
 }  // namespace
 
 BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec) { return plan_for(spec).planned_bytes(); }
+
+int64_t plan_cpu_engine_traffic(const EngineSpec& spec, int64_t micro_batches) {
+    return count_memory_traffic(plan_for(spec), spec.optimizer).per_update(micro_batches);
+}
 
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec) { return std::make_unique<GraphEngine>(spec); }
 

@@ -57,6 +57,8 @@ constexpr const char* kNoConvolutions =
     "the CUDA engine has no convolution kernels yet: train the CNN with --device cpu, or use --model mlp on the GPU";
 constexpr const char* kNoLora =
     "the CUDA engine has no LoRA kernels yet: fine-tune with --device cpu, or leave out --lora-rank on the GPU";
+constexpr const char* kFusedOnly =
+    "the CUDA engine runs its fused kernels only: measure --fused off with --device cpu";
 
 constexpr int64_t kByteAlignment = 256;
 
@@ -111,8 +113,15 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
     DevicePlan plan;
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
     // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too.
+    // The planner's fusions are the CPU executor's: this executor runs its own fused kernels
+    // (validation refuses --fused off on CUDA).
+    if (!spec.fused) throw Error(kFusedOnly);
     plan.graph = make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),
-                                 1, optimizer_state_slots(spec.optimizer), spec.gradient_checkpointing, spec.precision);
+                                 {.threads = 1,
+                                  .optimizer = spec.optimizer,
+                                  .checkpointing = spec.gradient_checkpointing,
+                                  .precision = spec.precision,
+                                  .fused = true});
     const GraphPlan& g = plan.graph;
     const ModelDesc& m = g.model;
     // The planner's persistent buffers end with the packed weights, and a 16-bit run's
