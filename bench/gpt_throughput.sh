@@ -85,7 +85,7 @@ cli="$build_dir/app/trainbench-cli"
 
 mkdir -p "$out_dir"
 # An earlier run's files (only ours: --out-dir may name a folder holding other things).
-rm -f "$out_dir"/manifest.jsonl "$out_dir"/results.json "$out_dir"/trainbench_t* "$out_dir"/torch_t*
+rm -f "$out_dir"/manifest.jsonl "$out_dir"/results.json "$out_dir"/trainbench_t* "$out_dir"/trainbench-eager_t* "$out_dir"/torch_t*
 
 # kjv is TrainBench's extracted copy of Debian's bible-kjv (the first run extracts it; PyTorch's
 # side reads the same file). Where bible-kjv is missing, a stand-in text of the same order of
@@ -108,17 +108,20 @@ ours_cmd+=" --warmup-steps 0 --precision fp32 --device cpu --no-shuffle --seed 1
 torch_cmd="$python $root/bench/torch_gpt_throughput.py --dataset $dataset $gpt --lr $lr"
 torch_cmd+=" --precision fp32 --device cpu --seed 1 --updates $updates --warmup $warmup"
 
-# One case: "trainbench THREADS STEP_SIZE" or "torch THREADS STEP_SIZE".
-cases=("trainbench $threads 1" "trainbench $threads 4")
+# One case: "trainbench THREADS STEP_SIZE", "trainbench-eager THREADS STEP_SIZE" (--fused off) or
+# "torch THREADS STEP_SIZE".
+cases=("trainbench $threads 1" "trainbench $threads 4" "trainbench-eager $threads 1")
 for t in $torch_threads; do cases+=("torch $t 1"); done
 
 run_case() {  # run_case ROUND PROGRAM THREADS STEP_SIZE
     local round=$1 program=$2 t=$3 s=$4
     local name="${program}_t${t}_s${s}_r${round}" file
     echo "round $round/$rounds: $program, $t threads, step_size $s ..." >&2
-    if [[ $program == trainbench ]]; then
+    if [[ $program == trainbench* ]]; then
+        local fused=on
+        [[ $program == trainbench-eager ]] && fused=off
         file="$out_dir/$name.csv"
-        $ours_cmd --threads "$t" --step-size "$s" --metrics-out "$file" > "$out_dir/$name.log" 2>&1
+        $ours_cmd --threads "$t" --step-size "$s" --fused $fused --metrics-out "$file" > "$out_dir/$name.log" 2>&1
     else
         file="$out_dir/$name.json"
         OMP_WAIT_POLICY=PASSIVE $torch_cmd --threads "$t" --step-size "$s" --out "$file" \
@@ -142,7 +145,8 @@ relative() { sed "s|$root/||g"; }
 # What ran, for the document: the loop above, written out.
 steps=("for round in \$(seq $rounds); do  # every case in turn, the order rotating by round"
        "    $(echo "$ours_cmd" | relative) --threads $threads --step-size 1 --metrics-out F.csv"
-       "    $(echo "$ours_cmd" | relative) --threads $threads --step-size 4 --metrics-out F.csv")
+       "    $(echo "$ours_cmd" | relative) --threads $threads --step-size 4 --metrics-out F.csv"
+       "    $(echo "$ours_cmd" | relative) --threads $threads --step-size 1 --fused off --metrics-out F.csv")
 for t in $torch_threads; do
     steps+=("    OMP_WAIT_POLICY=PASSIVE $(echo "$torch_cmd" | relative) --threads $t --step-size 1")
 done

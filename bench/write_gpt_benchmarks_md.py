@@ -49,7 +49,7 @@ def cases(manifest, warmup, tokens_per_update):
     """{(program, threads, step_size): case}, each with its rounds' medians by round."""
     grouped = {}
     for entry in manifest:
-        run = trainbench_run(entry, warmup) if entry["program"] == "trainbench" else torch_run(entry)
+        run = trainbench_run(entry, warmup) if entry["program"].startswith("trainbench") else torch_run(entry)
         key = (entry["program"], entry["threads"], entry["step_size"])
         case = grouped.setdefault(key, {"program": key[0], "threads": key[1], "step_size": key[2], "rounds": {}})
         case["rounds"][entry["round"]] = run["median_ms"]
@@ -64,6 +64,8 @@ def cases(manifest, warmup, tokens_per_update):
 def name(case):
     if case["program"] == "trainbench":
         return f"TrainBench, {case['threads']} threads, step_size {case['step_size']}"
+    if case["program"] == "trainbench-eager":
+        return f"TrainBench --fused off, {case['threads']} threads, step_size {case['step_size']}"
     return (f"PyTorch eager, {case['threads']} thread{'s' if case['threads'] > 1 else ''}, "
             f"step_size {case['step_size']}, OMP_WAIT_POLICY={case['omp_wait_policy'] or 'default'}")
 
@@ -86,12 +88,17 @@ def summarize(grouped, config):
         summary["step4_overhead_pct"] = 100.0 * (statistics.median(paired) - 1.0)
     if 1 in ours and best:
         summary["ratio_to_torch_best"] = ours[1]["vs_torch_best"]
+    eager = next((c for c in grouped.values() if c["program"] == "trainbench-eager" and c["step_size"] == 1), None)
+    if 1 in ours and eager:
+        paired = [ours[1]["rounds"][r] / eager["rounds"][r] for r in ours[1]["rounds"] if r in eager["rounds"]]
+        summary["fused_saving_pct"] = 100.0 * (1.0 - statistics.median(paired))
     summary["flops_per_token"] = flops
     return summary
 
 
 def section(args, grouped, summary, config):
-    ordered = sorted(grouped.values(), key=lambda c: (c["program"] != "trainbench", c["threads"], c["step_size"]))
+    ordered = sorted(grouped.values(),
+                     key=lambda c: (not c["program"].startswith("trainbench"), c["program"], c["threads"], c["step_size"]))
     ours = next((c for c in ordered if c["program"] == "trainbench"), {})
     theirs = next((c for c in ordered if c["program"] == "torch"), {})
     out = [BEGIN, ""]
@@ -133,6 +140,9 @@ def section(args, grouped, summary, config):
     if "step4_overhead_pct" in summary:
         facts.append(f"step_size 4 against step_size 1 in TrainBench, paired by round: "
                      f"**{summary['step4_overhead_pct']:+.1f}%** update time.")
+    if "fused_saving_pct" in summary:
+        facts.append(f"Fused kernels (the default) against `--fused off` at step_size 1, paired by round: "
+                     f"**{summary['fused_saving_pct']:.1f}%** less update time.")
     if summary.get("flops_per_token"):
         facts.append(f"Model FLOPs as TrainBench's MFU counts them (llm.c: 6 per parameter plus 6 L C T per "
                      f"token): {summary['flops_per_token']:,} per token.")
