@@ -20,6 +20,7 @@
 #include "nn/activation.hpp"
 #include "nn/attention.hpp"
 #include "nn/layernorm.hpp"
+#include "nn/loss.hpp"
 #include "nn/packed_weights.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/worker_team.hpp"
@@ -284,6 +285,21 @@ private slots:
             for (int64_t j = row % T + 1; j < T; ++j) QCOMPARE(eager_att[size_t(row * T + j)], 0.0f);
     }
 
+    // log_softmax then nll_loss, and their backwards, against the one-pass softmax cross-entropy.
+    void eager_cross_entropy_computes_the_fused_loss() {
+        const int64_t classes = 65, batch = 130;
+        const auto logits = random_values(classes * batch, 13, 3.0f);
+        std::vector<int32_t> labels(batch);
+        for (int64_t s = 0; s < batch; ++s) labels[size_t(s)] = int32_t((s * 17) % classes);
+        std::vector<float> grad(logits.size()), eager_grad(logits.size());
+        std::vector<float> scratch(eager_cross_entropy_scratch_floats(classes, batch));
+        const double loss = softmax_cross_entropy(logits.data(), labels.data(), classes, batch, grad.data(), 0.25f, nullptr);
+        const double eager = softmax_cross_entropy_eager(logits.data(), labels.data(), classes, batch, eager_grad.data(), 0.25f,
+                                                         scratch.data());
+        QVERIFY2(std::fabs(eager - loss) <= 1e-6 * loss, qPrintable(QString("%1 vs %2").arg(eager).arg(loss)));
+        QVERIFY2(max_relative(eager_grad, grad) < 1e-5, qPrintable(QString::number(max_relative(eager_grad, grad))));
+    }
+
     // torch's single-tensor algorithm op by op against the one-pass update, for every rule.
     void the_eager_optimizer_makes_the_fused_update_data() {
         QTest::addColumn<int>("kind");
@@ -377,8 +393,10 @@ private slots:
         const int64_t fc = samples * T * 4 * C * 4, stream = samples * T * C * 4, att = samples * shape.n_head * T * T * 4;
         // Per block: GELU's read of the product's output, the LayerNorms' reads of the two sums,
         // and eager attention's three read-write passes over the scores plus the re-read of the
-        // probabilities.
-        QCOMPARE(eager.forward - fused.forward, L * (fc + 2 * stream + 7 * att));
+        // probabilities; then the loss's log-probabilities and their gradient, each written and
+        // read once.
+        const int64_t logits = samples * T * shape.vocab * 4;
+        QCOMPARE(eager.forward - fused.forward, L * (fc + 2 * stream + 7 * att) + 4 * logits);
         QVERIFY(eager.backward > fused.backward);
         // AdamW: 7 floats per parameter in one pass; in torch's ten ops 22 where it decays (the
         // weights and embeddings), 20 where not.

@@ -75,7 +75,7 @@ void compare_tensor(const std::string& name, const std::vector<float>& got, cons
         // [q | k | v] biases of 32 each: the middle third's gradient is zero in exact arithmetic.
         const size_t third = want.size() / 3;
         for (size_t i = third; i < 2 * third; ++i)
-            QVERIFY2(std::abs(got[i] - want[i]) < key_bias_absolute, qPrintable(QString::fromStdString(name)));
+            QVERIFY2(std::abs(got[i] - want[i]) < key_bias_absolute, qPrintable(QString::fromStdString(name) + QString(" %1 vs %2").arg(got[i]).arg(want[i])));
         std::vector<float> g(got), w(want);
         std::fill(g.begin() + third, g.begin() + 2 * third, 0.0f);
         std::fill(w.begin() + third, w.begin() + 2 * third, 0.0f);
@@ -182,7 +182,9 @@ private slots:
         }
         for (const NamedTensor& w : trace.weights.tensors) {
             if (w.name == "lm_head.weight") continue;
-            compare_tensor(w.name, w.data, train.at("final." + w.name).data, 1e-4, 1e-5);
+            // The key bias moves only by AdamW's answer to rounding noise, whose size depends on
+            // where the loss rounds (eager keeps float log-probabilities): 3e-5 after 10 steps.
+            compare_tensor(w.name, w.data, train.at("final." + w.name).data, 1e-4, 3e-5);
         }
     }
 

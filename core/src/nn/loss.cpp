@@ -77,6 +77,47 @@ double softmax_cross_entropy(const float* logits, const int32_t* labels, int64_t
     return loss_sum;
 }
 
+int64_t eager_cross_entropy_scratch_floats(int64_t classes, int64_t batch) { return 2 * classes * batch; }
+
+double softmax_cross_entropy_eager(const float* logits, const int32_t* labels, int64_t classes, int64_t batch,
+                                   float* grad, float grad_scale, float* scratch) {
+    float* log_probabilities = scratch;
+    float* d_log_probabilities = scratch + classes * batch;
+    // log_softmax: z - max - log(sum exp(z - max)) per sample.
+    parallel_range(batch, classes * 20, [&](int64_t first, int64_t end) {
+        for (int64_t s = first; s < end; ++s) {
+            const float* z = logits + s * classes;
+            float* out = log_probabilities + s * classes;
+            const float max_logit = *std::max_element(z, z + classes);
+            double exp_sum = 0.0;
+            for (int64_t c = 0; c < classes; ++c) exp_sum += std::exp(static_cast<double>(z[c] - max_logit));
+            const float log_sum = static_cast<float>(std::log(exp_sum));
+            for (int64_t c = 0; c < classes; ++c) out[c] = (z[c] - max_logit) - log_sum;
+        }
+    });
+    // nll_loss: minus the log-probability of each label, summed in sample order.
+    double loss_sum = 0.0;
+    for (int64_t s = 0; s < batch; ++s) loss_sum -= static_cast<double>(log_probabilities[s * classes + labels[s]]);
+    if (!grad) return loss_sum;
+    // nll_loss's backward: -grad_scale at each label, 0 elsewhere.
+    parallel_range(batch, classes, [&](int64_t first, int64_t end) {
+        std::fill(d_log_probabilities + first * classes, d_log_probabilities + end * classes, 0.0f);
+        for (int64_t s = first; s < end; ++s) d_log_probabilities[s * classes + labels[s]] = -grad_scale;
+    });
+    // log_softmax's backward: g - exp(log p) * sum(g) per sample.
+    parallel_range(batch, classes * 20, [&](int64_t first, int64_t end) {
+        for (int64_t s = first; s < end; ++s) {
+            const float* g = d_log_probabilities + s * classes;
+            const float* log_p = log_probabilities + s * classes;
+            float* out = grad + s * classes;
+            float sum = 0.0f;
+            for (int64_t c = 0; c < classes; ++c) sum += g[c];
+            for (int64_t c = 0; c < classes; ++c) out[c] = g[c] - std::exp(log_p[c]) * sum;
+        }
+    });
+    return loss_sum;
+}
+
 double mean_squared_error(const float* outputs, const float* targets, int64_t batch, float* grad,
                           float grad_scale) {
     double loss_sum = 0.0;

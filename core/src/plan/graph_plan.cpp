@@ -9,6 +9,7 @@
 #include "nn/conv2d.hpp"
 #include "nn/layernorm.hpp"
 #include "nn/lora.hpp"
+#include "nn/loss.hpp"
 #include "optim/optimizer_step.hpp"
 
 namespace trainbench {
@@ -379,11 +380,16 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                                                           : attention_eager_scratch_floats(plan.micro_batch, T, op.heads));
                 break;
             }
+            case OpKind::cross_entropy:
+                // Eager: the log-probabilities and their gradient, as log_softmax and nll_loss keep them.
+                if (!plan.fused)
+                    plan.scratch_floats = std::max(plan.scratch_floats,
+                                                   eager_cross_entropy_scratch_floats(m.classes, plan.micro_batch * op.rows_per_sample));
+                break;
             case OpKind::activation:
             case OpKind::embedding:
             case OpKind::residual_add:
             case OpKind::max_pool:
-            case OpKind::cross_entropy:
             case OpKind::mean_squared_error: break;
         }
     }

@@ -66,9 +66,12 @@ public:
                 return plan_.fused ? qkv + att + y : qkv + att + 3 * 2 * att + att + y;
             }
             case OpKind::cross_entropy:
-            case OpKind::mean_squared_error:
-                // The loss and its input's gradient in one pass.
-                return tensor(op.inputs[0]) + fp32(op.inputs[0]);
+                // Fused: the loss and its input's gradient in one pass. Eager: log_softmax writes
+                // the log-probabilities, nll_loss's backward writes their gradient, and
+                // log_softmax's backward reads both and writes the input's (nll_loss's own read
+                // of one value per row is left out).
+                return tensor(op.inputs[0]) + (plan_.fused ? 1 : 5) * fp32(op.inputs[0]);
+            case OpKind::mean_squared_error: return tensor(op.inputs[0]) + fp32(op.inputs[0]);
         }
         return 0;
     }

@@ -116,31 +116,27 @@ std::vector<ConfigField> make_fields() {
          .help = "context length in tokens (tokens per sample)", .kind = K::integer, .range = at_least(1),
          .families = {gpt}, .details = "Tokens per training sample (the context the model sees). Activations grow in proportion, attention with its square.",
          .access = RUN_CONFIG_MEMBER(block_size)},
-        // PEFT's LoRA. Not in the app's form yet, as channels below.
+        // PEFT's LoRA.
         {.key = "lora_rank", .flag = "--lora-rank", .label = "LoRA rank", .group = kModel,
          .help = "fine-tune with LoRA adapters of this rank (0 trains every weight)", .kind = K::integer,
          .range = at_least(0, "0 trains every weight"), .families = {gpt},
          .details = "Freezes every weight of the model and trains low-rank adapters (A: rank × in, B: out × rank) beside the target layers instead, as PEFT's LoRA. Gradients and optimizer state exist only for the adapters; the frozen weights keep no fp32 master copy in mixed precision. Start from a trained model with --init-weights.",
-         .zero_label = "off (train every weight)", .in_app = false, .access = RUN_CONFIG_MEMBER(lora_rank)},
+         .zero_label = "off (train every weight)", .access = RUN_CONFIG_MEMBER(lora_rank)},
         {.key = "lora_alpha", .flag = "--lora-alpha", .label = "LoRA alpha", .group = kModel,
          .help = "LoRA scaling: the adapters' output is multiplied by alpha / rank", .kind = K::real,
          .range = finite_above(0.0), .families = {gpt},
-         .details = "The adapters' product is scaled by alpha / rank (PEFT's lora_alpha, default 8).", .in_app = false,
+         .details = "The adapters' product is scaled by alpha / rank (PEFT's lora_alpha, default 8).",
          .access = RUN_CONFIG_MEMBER(lora_alpha)},
         {.key = "lora_targets", .flag = "--lora-targets", .label = "LoRA targets", .group = kModel,
          .help = "layers that get adapters: c_attn, c_proj, c_fc, or the groups attn and mlp, comma-separated",
          .kind = K::text, .families = {gpt},
          .details = "The Linear layers of each block that get adapters, by PEFT's module names: c_attn (query, key, value), c_proj (both output projections), c_fc (the MLP's widening layer); attn is c_attn and attn.c_proj, mlp is c_fc and mlp.c_proj.",
-         .in_app = false, .access = RUN_CONFIG_MEMBER(lora_targets)},
+         .access = RUN_CONFIG_MEMBER(lora_targets)},
 
-        // Not in the app's form yet: one more row in the Model group crashes the form's layout
-        // (an out-of-bounds write inside Qt 6.4's QFormLayout::heightForWidth that valgrind
-        // already shows without it); the app trains the CNN with the channels of its
-        // configuration (32,64 by default, or a loaded JSON's).
         {.key = "channels", .flag = "--channels", .label = "Conv channels", .group = kModel,
          .help = "channels of the convolution blocks (3x3 conv, activation, 2x2 max-pool), e.g. 32,64", .kind = K::layer_widths,
          .range = at_least(1, "e.g. --channels 32,64"), .families = {cnn}, .details = "One 3x3 convolution block (convolution, activation, 2x2 max-pooling) per entry, with that many output channels. Each block halves the image's height and width; activations (channels × pixels × micro-batch) dominate a CNN's memory, which gradient checkpointing cuts to one block's worth.",
-         .in_app = false, .access = RUN_CONFIG_MEMBER(channels)},
+         .access = RUN_CONFIG_MEMBER(channels)},
         // Batching, optimizer and evaluation
         {.key = "batch_size", .flag = "--batch-size", .label = "Batch size", .group = kBatching,
          .help = "samples per optimizer update (the global batch)", .kind = K::integer, .range = at_least(1),
@@ -295,7 +291,7 @@ std::vector<ConfigField> make_fields() {
         {.key = "fused", .flag = "--fused", .label = "Fused kernels", .group = kDevice,
          .help = "on|off: fold element-wise ops into their neighbours' kernels (torch.compile) or run each alone (eager)",
          .kind = K::choice,
-         .details = "What torch.compile does to a model. On: bias and activation are applied in the matrix product's epilogue, a residual add and the LayerNorm after it are one pass, attention's scale, mask and softmax are one pass, and the optimizer updates each block of parameters in one pass. Off runs each of those as its own pass over memory, as eager PyTorch does (attention's backward then holds the whole gradient of the probabilities). Same results up to float rounding; the plan counts the bytes each way moves. CUDA runs fused only.",
+         .details = "What torch.compile does to a model. On: bias and activation are applied in the matrix product's epilogue, a residual add and the LayerNorm after it are one pass, attention's scale, mask and softmax are one pass, cross-entropy is computed with its softmax, and the optimizer updates each block of parameters in one pass. Off runs each of those as its own pass over memory, as eager PyTorch does (the loss as log_softmax then nll_loss; attention's backward then holds the whole gradient of the probabilities). Same results up to float rounding; the plan counts the bytes each way moves. CUDA runs fused only.",
          .access = RUN_CONFIG_CHOICE(fused, &parse_fused_kernels)},
         // `compare` has its own --empty-cache-steps: the N of its "empty cache" run.
         {.key = "empty_cache_steps", .flag = "--empty-cache-steps", .label = "Empty cache every", .group = kDevice,

@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -570,6 +570,9 @@ private:
         const int in = loss.inputs[0];
         float* dinput = grad(in);
         const float* values = read(in, batch.count, dinput);
+        if (loss.kind == OpKind::cross_entropy && !plan_.fused)
+            return softmax_cross_entropy_eager(values, labels_, plan_.model.classes, plan_.rows(loss, batch.count), dinput,
+                                               grad_scale, scratch_);
         if (loss.kind == OpKind::cross_entropy)
             return softmax_cross_entropy(values, labels_, plan_.model.classes, plan_.rows(loss, batch.count), dinput,
                                          grad_scale, nullptr);
