@@ -111,7 +111,7 @@ void ConfigPanel::buildGroups() {
         if (field.key == "device") device_ = static_cast<DeviceFieldControl*>(control);
         connect(control, &FieldControl::edited, this, [this, &field] { onFieldEdited(field); });
         // What the settings resolve to, under the fields it derives from.
-        if (field.key == "block_size") {
+        if (field.key == "channels") {  // the Model group's last field
             model_size_ = make_note("modelSizeLabel");
             group->addNote(model_size_);
         }
@@ -266,9 +266,13 @@ void ConfigPanel::updateDerivedText(const RunConfig& c) {
         const double per_unit = plan_->tokens_per_sample > 0
                                     ? plan_->flops_per_sample / static_cast<double>(plan_->tokens_per_sample)
                                     : plan_->flops_per_sample;
-        model_size_->setText(tr("%1 · %L2 parameters · %3 per %4 (forward + backward)")
+        const QString trainable = plan_->trainable_parameter_count < plan_->parameter_count
+                                      ? tr(" (%L1 trainable)").arg(plan_->trainable_parameter_count)
+                                      : QString();
+        model_size_->setText(tr("%1 · %L2 parameters%3 · %4 per %5 (forward + backward)")
                                  .arg(q(plan_->model_summary))
                                  .arg(plan_->parameter_count)
+                                 .arg(trainable)
                                  .arg(flops_text(per_unit))
                                  .arg(plan_->tokens_per_sample > 0 ? tr("token") : tr("sample")));
     } else {

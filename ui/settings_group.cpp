@@ -1,6 +1,6 @@
 #include "settings_group.hpp"
 
-#include <QFormLayout>
+#include <QGridLayout>
 #include <QLabel>
 
 namespace trainbench::ui {
@@ -19,12 +19,15 @@ QString tooltip_of(const ConfigField& field) {
 
 }  // namespace
 
+// A grid rather than a QFormLayout: Qt 6.4's QFormLayout::setRowVisible corrupted memory
+// (valgrind: invalid writes in QFormLayout's heightForWidth) once the form grew by LoRA's and the
+// CNN's rows; a grid of label, field and error line shows and hides plain widgets, and its empty
+// rows take no space.
 SettingsGroup::SettingsGroup(const QString& title, QWidget* parent) : QGroupBox(title, parent) {
-    form_ = new QFormLayout(this);
-    form_->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-    form_->setLabelAlignment(Qt::AlignRight | Qt::AlignVCenter);
-    form_->setHorizontalSpacing(10);
-    form_->setVerticalSpacing(4);
+    grid_ = new QGridLayout(this);
+    grid_->setHorizontalSpacing(10);
+    grid_->setVerticalSpacing(4);
+    grid_->setColumnStretch(1, 1);
 }
 
 FieldControl* SettingsGroup::addField(std::unique_ptr<FieldControl> owned) {
@@ -38,29 +41,33 @@ FieldControl* SettingsGroup::addField(std::unique_ptr<FieldControl> owned) {
     label->setBuddy(widget);
     widget->setToolTip(tooltip);
     for (auto* child : widget->findChildren<QWidget*>()) child->setToolTip(tooltip);
-    form_->addRow(label, widget);
+    const int row = grid_->rowCount();
+    grid_->addWidget(label, row, 0, Qt::AlignRight | Qt::AlignVCenter);
+    grid_->addWidget(widget, row, 1);
+    labels_[control] = label;
 
     auto* error = new QLabel;
     error->setObjectName(QStringLiteral("error_") + QString::fromStdString(field.key));
     error->setWordWrap(true);
     error->setStyleSheet(kErrorStyle);
     error->hide();
-    form_->addRow(error);
+    grid_->addWidget(error, row + 1, 0, 1, 2);
     errors_[field.key] = error;
     controls_.push_back(control);
     return control;
 }
 
-void SettingsGroup::addNote(QWidget* note) { form_->addRow(note); }
+void SettingsGroup::addNote(QWidget* note) { grid_->addWidget(note, grid_->rowCount(), 0, 1, 2); }
 
 void SettingsGroup::showRowsFor(const RunConfig& config) {
     bool any = false;
     for (FieldControl* control : controls_) {
         const ConfigField& field = control->field();
         const bool applies = field.applies_to(config.model) && field.condition_holds(config);
-        form_->setRowVisible(control->widget(), applies);
+        control->widget()->setVisible(applies);
+        labels_.at(control)->setVisible(applies);
         QLabel* error = errors_.at(field.key);
-        form_->setRowVisible(error, applies && !error->text().isEmpty());
+        error->setVisible(applies && !error->text().isEmpty());
         any = any || applies;
     }
     setVisible(any);
@@ -70,7 +77,6 @@ bool SettingsGroup::showError(const std::string& key, const QString& message) {
     auto it = errors_.find(key);
     if (it == errors_.end()) return false;
     it->second->setText(message);
-    form_->setRowVisible(it->second, true);
     it->second->show();
     return true;
 }
@@ -79,7 +85,6 @@ void SettingsGroup::clearErrors() {
     for (auto& [key, label] : errors_) {
         label->clear();
         label->hide();
-        form_->setRowVisible(label, false);
     }
 }
 

@@ -7,7 +7,7 @@
 
 #include "field_control.hpp"
 
-class QFormLayout;
+class QGridLayout;
 class QLabel;
 
 namespace trainbench::ui {
@@ -33,8 +33,9 @@ public:
     void clearErrors();
 
 private:
-    QFormLayout* form_;
+    QGridLayout* grid_;
     std::vector<FieldControl*> controls_;
+    std::map<FieldControl*, QLabel*> labels_;
     std::map<std::string, QLabel*> errors_;
 };
 

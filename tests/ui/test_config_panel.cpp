@@ -214,6 +214,49 @@ private slots:
         QCOMPARE(panel->plan()->parameter_count - two_layers, int64_t{2 * (12 * 32 * 32 + 13 * 32)});
     }
 
+    // LoRA's fields on the GPT and the convolution channels on the CNN are rows of the form, and
+    // the plan follows them: a frozen base shows as the trainable count.
+    void loraAndConvolutionChannelsAreRowsOfTheForm() {
+        MainWindow window;
+        auto* panel = window.configPanel();
+        RunConfig gpt = default_config(ModelFamily::gpt);
+        gpt.dataset = "text:" TRAINBENCH_FIXTURES_DIR "/text/bible_plain.txt";
+        gpt.n_layer = 2, gpt.n_embd = 32, gpt.n_head = 4, gpt.block_size = 32, gpt.batch_size = 16;
+        panel->setConfig(gpt);
+        auto* rank = panel->findChild<QSpinBox*>("lora_rank");
+        auto* targets = panel->findChild<QLineEdit*>("lora_targets");
+        auto* channels = panel->findChild<QLineEdit*>("channels");
+        QVERIFY(rank && targets && channels);
+        QVERIFY(rank->isVisibleTo(panel) && targets->isVisibleTo(panel));
+        QVERIFY(!channels->isVisibleTo(panel));
+        QTRY_VERIFY_WITH_TIMEOUT(panel->plan().has_value(), 10000);
+        const int64_t all = panel->plan()->parameter_count;
+        QCOMPARE(panel->plan()->trainable_parameter_count, all);
+
+        rank->setValue(4);
+        targets->clear();
+        QTest::keyClicks(targets, QStringLiteral("c_fc"));  // typed, as a user edits it
+        QCOMPARE(panel->config().lora_rank, int64_t{4});
+        QCOMPARE(panel->config().lora_targets, std::string("c_fc"));
+        // Rank-4 adapters on each block's c_fc (32 -> 128): A 4 x 32 and B 128 x 4 (the plan
+        // follows the edit once the panel replans).
+        QTRY_COMPARE_WITH_TIMEOUT(panel->plan() ? panel->plan()->trainable_parameter_count : int64_t{-1},
+                                  int64_t{2 * (4 * 32 + 128 * 4)}, 10000);
+        QCOMPARE(panel->plan()->parameter_count, all + 2 * (4 * 32 + 128 * 4));
+        auto* size = panel->findChild<QLabel*>("modelSizeLabel");
+        QVERIFY2(size->text().contains(QStringLiteral("1,280 trainable")), qPrintable(size->text()));
+        QTest::keyClicks(targets, QStringLiteral(",qkv"));
+        QVERIFY(!panel->findChild<QLabel*>("error_lora_targets")->isHidden());
+
+        auto* model = panel->findChild<QComboBox*>("model");
+        model->setCurrentIndex(model->findData(QStringLiteral("cnn")));
+        QVERIFY(channels->isVisibleTo(panel));
+        QVERIFY(!rank->isVisibleTo(panel));
+        channels->clear();
+        QTest::keyClicks(channels, QStringLiteral("8, 16"));
+        QCOMPARE(panel->config().channels, (std::vector<int64_t>{8, 16}));
+    }
+
     // The engine's objections land on the row of the field they name.
     void engineErrorsLandOnTheirField() {
         MainWindow window;
