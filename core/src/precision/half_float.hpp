@@ -33,7 +33,8 @@ inline uint16_t float_to_fp16(float f) {
     const uint32_t u = float_bits(f);
     const uint32_t sign = (u >> 16) & 0x8000u;
     const uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+    // NaN: quieted, the payload's top bits kept, as the CPU's F16C conversion does.
+    if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
     if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
     if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
         // Adding 0.5 makes the FPU round the mantissa to the half's subnormal step (2^-24).
@@ -52,11 +53,14 @@ inline float fp16_to_float(uint16_t h) {
         const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;  // 2^-24
         return bits_float(sign | float_bits(magnitude));
     }
-    if (exponent == 31) return bits_float(sign | 0x7f800000u | (mantissa << 13));
+    if (exponent == 31)  // inf, or a NaN quieted as F16C's conversion quiets it
+        return bits_float(sign | 0x7f800000u | (mantissa << 13) | (mantissa != 0 ? 0x400000u : 0u));
     return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
-// Rounds n floats to `precision` and writes the 16-bit codes (fp32: not used).
+// Rounds n floats to `precision` and writes the 16-bit codes (fp32: not used). fp16 uses the
+// CPU's F16C conversions where the build targets them (-march=native on x86), which give the
+// scalar functions' bits, NaNs included.
 void store_16bit(Precision precision, const float* source, uint16_t* destination, int64_t n);
 void load_16bit(Precision precision, const uint16_t* source, float* destination, int64_t n);
 // Rounds in place to the nearest value representable in 16 bits (fp16 overflows to inf).
