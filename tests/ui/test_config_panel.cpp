@@ -201,6 +201,7 @@ private slots:
         QVERIFY2(size->text().contains(QStringLiteral("GPT L2")), qPrintable(size->text()));
         QVERIFY2(size->text().contains(QStringLiteral("per token")), qPrintable(size->text()));
         QVERIFY2(memory->text().contains(QStringLiteral("activations")), qPrintable(memory->text()));
+        QVERIFY2(memory->text().contains(QStringLiteral("Memory traffic per update")), qPrintable(memory->text()));
         const int64_t two_layers = panel->plan()->parameter_count;
         const QString two_layer_memory = memory->text();
 
