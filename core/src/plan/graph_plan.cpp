@@ -98,6 +98,16 @@ void assign_in_place_outputs(GraphPlan& plan, const Uses& uses) {
     }
 }
 
+// Parameter ids in the order of their offsets in the flat store.
+std::vector<int> in_store_order(const GraphPlan& plan) {
+    std::vector<int> order(plan.model.params.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+        return plan.params.offset[static_cast<size_t>(a)] < plan.params.offset[static_cast<size_t>(b)];
+    });
+    return order;
+}
+
 // --fused on (GraphPlan::fused_into): a linear or convolution op whose output only an activation
 // reads takes that activation into its epilogue (a convolution only in place: its epilogue runs
 // before its output is transposed into planes), and a residual add takes the LayerNorm that
@@ -142,13 +152,8 @@ void assign_fusions(GraphPlan& plan, const Uses& uses) {
 void plan_eager_optimizer(GraphPlan& plan, const OptimizerConfig& optimizer) {
     if (plan.fused) return;
     const ShardRange shard = plan.optimizer_shard;
-    std::vector<int> in_store_order(plan.model.params.size());
-    std::iota(in_store_order.begin(), in_store_order.end(), 0);
-    std::sort(in_store_order.begin(), in_store_order.end(), [&](int a, int b) {
-        return plan.params.offset[static_cast<size_t>(a)] < plan.params.offset[static_cast<size_t>(b)];
-    });
     int64_t largest = 0;
-    for (int p : in_store_order) {
+    for (int p : in_store_order(plan)) {
         if (!plan.model.params[static_cast<size_t>(p)].trainable) continue;
         const ShardRange part = overlap(plan.param_range(p), shard);
         if (part.size() == 0) continue;
@@ -266,10 +271,7 @@ void assign_gradient_offsets(GraphPlan& plan, const Uses& uses, const std::vecto
 void assign_gradient_buckets(GraphPlan& plan, const Uses& uses, int shard_count) {
     const ModelDesc& m = plan.model;
     const int n_ops = static_cast<int>(m.ops.size());
-    std::vector<int> params_in_store_order(m.params.size());
-    std::iota(params_in_store_order.begin(), params_in_store_order.end(), 0);
-    std::sort(params_in_store_order.begin(), params_in_store_order.end(),
-              [&](int a, int b) { return plan.params.offset[static_cast<size_t>(a)] < plan.params.offset[static_cast<size_t>(b)]; });
+    const std::vector<int> params_in_store_order = in_store_order(plan);
     plan.op_bucket.assign(m.ops.size(), -1);
     std::vector<Lifetime> lifetimes;
     for (int o = n_ops - 1; o >= 0; --o) {  // the backward's order
