@@ -90,6 +90,8 @@ private slots:
         QTest::newRow("missing csv")
             << QStringList{"--dataset", "csv:/nonexistent/data.csv"} << 1 << "/nonexistent/data.csv";
         QTest::newRow("malformed csv") << QStringList{"--dataset", "csv:MALFORMED"} << 1 << "oops";
+        QTest::newRow("unknown fused") << QStringList{"--fused", "maybe"} << 2 << "expected on or off";
+        QTest::newRow("eager kernels on cuda") << QStringList{"--fused", "off", "--device", "cuda"} << 2 << "--device cpu";
         QTest::newRow("missing init weights")
             << QStringList{"--init-weights", "/nonexistent/w.safetensors"} << 1 << "/nonexistent/w.safetensors";
     }
