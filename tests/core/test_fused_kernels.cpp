@@ -403,6 +403,12 @@ private slots:
         const int64_t n = gpt.trainable_parameter_count(), decayed = fused_plan.params.decay_end;
         QCOMPARE(fused.optimizer, n * 4 * 7);
         QCOMPARE(eager.optimizer, decayed * 4 * 22 + (n - decayed) * 4 * 20);
+        // 16 bits: the fused update writes the working copy as it goes (2 bytes per parameter);
+        // eager rounds it in a pass of its own that reads the master weights again (4 + 2).
+        const MemoryTraffic fused16 = count_memory_traffic(plan(gpt, true, false, Precision::bf16, adamw), adamw);
+        const MemoryTraffic eager16 = count_memory_traffic(plan(gpt, false, false, Precision::bf16, adamw), adamw);
+        QCOMPARE(fused16.optimizer, n * 4 * 7 + n * 2);
+        QCOMPARE(eager16.optimizer, eager.optimizer + n * 6);
         // Eager attention holds every head's gradient of the probabilities; the optimizer its
         // temporaries: more workspace.
         QVERIFY(eager_plan.planned_bytes()[size_t(MemoryCategory::workspace)] >

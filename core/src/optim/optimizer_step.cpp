@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "parallel/parallel_range.hpp"
+#include "precision/half_float.hpp"
 
 #include <cmath>
 #include <stdexcept>
@@ -203,7 +204,7 @@ void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n
 
 void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
                         float* state, int64_t n, double lr, double grad_multiplier,
-                        int64_t step, int64_t decay_end) {
+                        int64_t step, int64_t decay_end, const WorkingCopy* working_copy) {
     if (step < 1) throw std::invalid_argument("optimizer_step_cpu: step is 1-based");
     if (static_cast<unsigned>(config.kind) > static_cast<unsigned>(OptimizerKind::adagrad))
         throw std::logic_error("optimizer_step_cpu: unknown OptimizerKind");
@@ -230,6 +231,8 @@ void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* gra
             if (grad_multiplier != 1.0) scale_in_place(grads, begin, end, grad_multiplier);
             rule(config, begin, std::min(end, decay_end));
             rule(no_decay, std::max(begin, decay_end), end);
+            if (working_copy)
+                store_16bit_serial(working_copy->precision, params + begin, working_copy->codes + begin, end - begin);
         }
     });
 }

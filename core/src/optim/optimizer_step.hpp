@@ -23,9 +23,16 @@ void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n
 // Parallel over n on the engine's WorkerTeam; the result does not depend on the thread count.
 // Weight decay applies to [0, decay_end) only (parameter groups as nanoGPT's: the store puts
 // the decayed tensors first); decay_end -1 decays all n.
+// working_copy (16-bit runs, --fused on): each block of updated parameters is also rounded
+// into these 16-bit codes (indexed as params) while it is in cache, the working copy the
+// products read.
+struct WorkingCopy {
+    Precision precision = Precision::bf16;
+    uint16_t* codes = nullptr;
+};
 void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
                         float* state, int64_t n, double lr, double grad_multiplier,
-                        int64_t step, int64_t decay_end = -1);
+                        int64_t step, int64_t decay_end = -1, const WorkingCopy* working_copy = nullptr);
 
 // --fused off: the same update as torch.optim's single-tensor algorithm runs it in eager mode,
 // parameter tensor by parameter tensor (`tensors`: their ranges in [0, n)), each tensor op one

@@ -180,8 +180,10 @@ MemoryTraffic count_memory_traffic(const GraphPlan& plan, const OptimizerConfig&
     const int64_t decayed = overlap(shard, {0, plan.params.decay_end}).size();
     traffic.optimizer = 4 * (decayed * optimizer_floats_per_element(plan, optimizer, true) +
                              (shard.size() - decayed) * optimizer_floats_per_element(plan, optimizer, false));
-    // 16-bit runs round the master weights into the working copy after each update.
-    if (plan.sixteen_bit()) traffic.optimizer += plan.params.trainable_end * (4 + 2);
+    // 16-bit runs round the master weights into the working copy: fused (one process) as the
+    // update writes them, otherwise in a pass of its own that reads them again.
+    if (plan.sixteen_bit())
+        traffic.optimizer += plan.params.trainable_end * (plan.fused && plan.optimizer_shard.size() == plan.params.trainable_end ? 2 : 4 + 2);
     return traffic;
 }
 

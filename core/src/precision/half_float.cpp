@@ -32,14 +32,18 @@ void fp16_to_floats(const uint16_t* source, float* destination, int64_t n) {
 
 }  // namespace
 
+void store_16bit_serial(Precision precision, const float* source, uint16_t* destination, int64_t n) {
+    if (precision == Precision::bf16) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) destination[i] = float_to_bf16(source[i]);
+    } else {
+        floats_to_fp16(source, destination, n);
+    }
+}
+
 void store_16bit(Precision precision, const float* source, uint16_t* destination, int64_t n) {
     parallel_range(n, 1, [&](int64_t begin, int64_t end) {
-        if (precision == Precision::bf16) {
-#pragma omp simd
-            for (int64_t i = begin; i < end; ++i) destination[i] = float_to_bf16(source[i]);
-        } else {
-            floats_to_fp16(source + begin, destination + begin, end - begin);
-        }
+        store_16bit_serial(precision, source + begin, destination + begin, end - begin);
     });
 }
 

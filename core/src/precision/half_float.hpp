@@ -62,6 +62,8 @@ inline float fp16_to_float(uint16_t h) {
 // CPU's F16C conversions where the build targets them (-march=native on x86), which give the
 // scalar functions' bits, NaNs included.
 void store_16bit(Precision precision, const float* source, uint16_t* destination, int64_t n);
+// The same on the calling thread (inside a kernel that already has its share of the work).
+void store_16bit_serial(Precision precision, const float* source, uint16_t* destination, int64_t n);
 void load_16bit(Precision precision, const uint16_t* source, float* destination, int64_t n);
 // Rounds in place to the nearest value representable in 16 bits (fp16 overflows to inf).
 void round_to_16bit(Precision precision, float* values, int64_t n);

@@ -179,9 +179,13 @@ public:
         materialise_zero_grad();
         const ShardRange shard = plan_.optimizer_shard;
         const int64_t decay_end = std::clamp(plan_.params.decay_end - shard.begin, int64_t{0}, shard.size());
+        // Fused and unsharded, the update writes the 16-bit working copy as it goes; otherwise
+        // it is rounded in a pass of its own (after ZeRO's gather, from every process's slice).
+        const bool rounds_in_update = plan_.fused && plan_.sixteen_bit() && !sharded();
+        const WorkingCopy copy{.precision = plan_.precision, .codes = params16_ + shard.begin};
         if (plan_.fused)
             optimizer_step_cpu(spec_.optimizer, params_ + shard.begin, shard_gradients(), state_, shard.size(), lr,
-                               grad_multiplier, step, decay_end);
+                               grad_multiplier, step, decay_end, rounds_in_update ? &copy : nullptr);
         else
             optimizer_step_eager_cpu(spec_.optimizer, params_ + shard.begin, shard_gradients(), state_, shard.size(), lr,
                                      grad_multiplier, step, decay_end, plan_.optimizer_tensors, optimizer_scratch_);
@@ -189,7 +193,7 @@ public:
             const CollectiveTimer timer(collective_ms_);
             process_group().all_gather(params_, plan_.params.trainable_end);
         }
-        round_working_weights();
+        if (!rounds_in_update) round_working_weights();
         packed_stale_ = true;
     }
 
