@@ -45,11 +45,7 @@ EngineSpec fixture_spec(Precision precision = Precision::fp32, bool checkpointin
     EngineSpec spec;
     spec.precision = precision;
     spec.model = build_gpt(fixture_shape(rank));
-    spec.optimizer.kind = OptimizerKind::adamw;
-    spec.optimizer.lr = 3e-3;
-    spec.optimizer.beta1 = 0.9;
-    spec.optimizer.beta2 = 0.95;
-    spec.optimizer.weight_decay = 0.1;
+    spec.optimizer = testing::gpt_fixture_adamw();
     spec.max_micro_batch = spec.max_eval_batch = B;
     spec.threads = threads;
     spec.gradient_checkpointing = checkpointing;

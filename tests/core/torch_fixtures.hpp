@@ -8,9 +8,22 @@
 #include <string>
 #include <vector>
 
+#include "trainbench/run_config.hpp"
 #include "trainbench/weights.hpp"
 
 namespace testing {
+
+// The AdamW that make_gpt_fixtures.py trains with (LR, BETAS, WEIGHT_DECAY there), which
+// make_lora_fixtures.py reuses for the adapters.
+inline trainbench::OptimizerConfig gpt_fixture_adamw() {
+    trainbench::OptimizerConfig optimizer;
+    optimizer.kind = trainbench::OptimizerKind::adamw;
+    optimizer.lr = 3e-3;
+    optimizer.beta1 = 0.9;
+    optimizer.beta2 = 0.95;
+    optimizer.weight_decay = 0.1;
+    return optimizer;
+}
 
 // Every tensor of the file, by name.
 inline std::map<std::string, trainbench::NamedTensor> read_fixture_tensors(const std::string& path) {
