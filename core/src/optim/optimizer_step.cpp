@@ -255,13 +255,12 @@ void optimizer_step_eager_cpu(const OptimizerConfig& config, float* params, floa
             for (int64_t i = begin + first; i < begin + last; ++i) f(i);
         });
     };
-    const double weight_decay_d = config.resolved_weight_decay();
     for (const ShardRange& tensor : tensors) {
         const int64_t b = tensor.begin, e = tensor.end;
         if (b >= e) continue;
         OptimizerConfig c = config;
-        if (b >= decay_end) c.weight_decay = 0.0;
-        const double wd = b < decay_end ? weight_decay_d : 0.0;
+        if (b >= decay_end) c.weight_decay = 0.0;  // the group without decay (nanoGPT's)
+        const double wd = c.resolved_weight_decay();
         // clip_grad_norm_ and GradScaler.unscale_ multiply the gradients in place first.
         if (grad_multiplier != 1.0) {
             const float factor = as_float(grad_multiplier);
