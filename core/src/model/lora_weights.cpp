@@ -54,14 +54,12 @@ ModelWeights peft_adapters(const ModelWeights& weights) {
 
 void save_lora_adapters(const std::string& path, const ModelWeights& weights, int64_t rank, double alpha,
                         const std::string& targets) {
-    const ModelWeights adapters = peft_adapters(weights);
+    ModelWeights adapters = peft_adapters(weights);
     if (adapters.empty()) throw Error("there are no LoRA adapters to save to '" + path + "'");
-    write_safetensors(path, adapters.tensors,
-                      {{"format", "pt"},
-                       {"producer", "trainbench"},
-                       {"lora_rank", std::to_string(rank)},
-                       {"lora_alpha", std::to_string(alpha)},
-                       {"lora_targets", targets}});
+    adapters.metadata = {{"lora_rank", std::to_string(rank)},
+                         {"lora_alpha", std::to_string(alpha)},
+                         {"lora_targets", targets}};
+    save_weights(path, adapters);
 }
 
 }  // namespace trainbench
