@@ -45,6 +45,9 @@ struct GptShape {
 // weights with and without them.
 ModelDesc build_gpt(const GptShape& shape);
 // Whether parameter name is a LoRA adapter's tensor.
+// A LoRA adapter's tensors are its module's name + these suffixes, as PEFT names them.
+inline const std::string kLoraASuffix = ".lora_A.weight";
+inline const std::string kLoraBSuffix = ".lora_B.weight";
 bool is_lora_adapter(const std::string& name);
 
 // A small image classifier as torch's tutorials write it: per entry of `channels` a block of

@@ -101,9 +101,9 @@ private:
         const int64_t rows_out = base.shape[0], in = base.shape[1];
         const int64_t r = s_.lora.rank;
         // PEFT: kaiming_uniform_(lora_A.weight, a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)); B = 0.
-        const int a = param(module + ".lora_A.weight", {r, in}, true, InitRule::uniform,
+        const int a = param(module + kLoraASuffix, {r, in}, true, InitRule::uniform,
                             1.0f / std::sqrt(static_cast<float>(in)));
-        const int b = param(module + ".lora_B.weight", {rows_out, r}, true, InitRule::zeros, 0.0f);
+        const int b = param(module + kLoraBSuffix, {rows_out, r}, true, InitRule::zeros, 0.0f);
         const int down = tensor(module + ".lora_down", s_.block_size * r);
         op(OpKind::lora_linear, {x}, {out, down}, {weight, bias, a, b}, segment).lora_scale =
             static_cast<float>(s_.lora.alpha / static_cast<double>(r));
@@ -183,7 +183,7 @@ LoraTargets parse_lora_targets(const std::string& list) {
 }
 
 bool is_lora_adapter(const std::string& name) {
-    return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
+    return name.ends_with(kLoraASuffix) || name.ends_with(kLoraBSuffix);
 }
 
 ModelDesc build_gpt(const GptShape& shape) {

@@ -6,8 +6,6 @@
 namespace trainbench {
 namespace {
 
-const std::string kLoraA = ".lora_A.weight";
-
 const NamedTensor& tensor_named(const ModelWeights& weights, const std::string& name) {
     const NamedTensor* t = weights.find(name);
     if (!t) throw Error("LoRA weights lack '" + name + "'");
@@ -22,9 +20,9 @@ ModelWeights merge_lora_adapters(const ModelWeights& weights, double scale) {
     for (const NamedTensor& t : weights.tensors)
         if (!is_lora_adapter(t.name)) merged.tensors.push_back(t);
     for (const NamedTensor& a : weights.tensors) {
-        if (!a.name.ends_with(kLoraA)) continue;
-        const std::string module = a.name.substr(0, a.name.size() - kLoraA.size());
-        const NamedTensor& b = tensor_named(weights, module + ".lora_B.weight");
+        if (!a.name.ends_with(kLoraASuffix)) continue;
+        const std::string module = a.name.substr(0, a.name.size() - kLoraASuffix.size());
+        const NamedTensor& b = tensor_named(weights, module + kLoraBSuffix);
         NamedTensor* w = nullptr;
         for (NamedTensor& t : merged.tensors)
             if (t.name == module + ".weight") w = &t;
