@@ -125,7 +125,7 @@ private:
             ModelWeights weights;
             if (!config_.init_weights.empty()) {
                 weights = load_weights(config_.init_weights);
-                if (weights.tensors.front().name.rfind(kPeftPrefix, 0) == 0)
+                if (weights.tensors.front().name.starts_with(kPeftPrefix))
                     throw Error("'" + config_.init_weights + "' holds LoRA adapters alone (--save-adapters), not a "
                                 "model; give --init-weights the weights of the model they were trained on");
                 weights = with_initial_adapters(std::move(weights), spec_.model, config_.seed);
