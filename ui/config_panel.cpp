@@ -111,10 +111,6 @@ void ConfigPanel::buildGroups() {
         if (field.key == "device") device_ = static_cast<DeviceFieldControl*>(control);
         connect(control, &FieldControl::edited, this, [this, &field] { onFieldEdited(field); });
         // What the settings resolve to, under the fields it derives from.
-        if (field.key == "channels") {  // the Model group's last field
-            model_size_ = make_note("modelSizeLabel");
-            group->addNote(model_size_);
-        }
         if (field.key == "step_size") {
             derived_ = make_note("derivedBatchLabel");
             memory_plan_ = make_note("memoryPlanLabel");
@@ -125,6 +121,9 @@ void ConfigPanel::buildGroups() {
             group->addNote(run_estimate_);
         }
     }
+    // The model's size closes the group of the model's fields, whichever is last.
+    model_size_ = make_note("modelSizeLabel");
+    by_name.at(find_config_field("model")->group)->addNote(model_size_);
     layout->addStretch(1);
     setWidget(content);
 }
