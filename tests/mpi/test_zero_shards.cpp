@@ -186,6 +186,21 @@ private slots:
         QVERIFY(complete);
     }
 
+    // The gradient sum runs in 8 MiB pieces (process_world.cpp): a sum over more than two whole
+    // pieces and a partial one gives every element its exact sum, the last piece's tail included.
+    void sumCoversEveryPiece() {
+        ProcessGroup& group = process_group();
+        const int64_t n = (int64_t{1} << 22) + 12345;
+        std::vector<float> values(static_cast<size_t>(n));
+        // Small integers: their sums are exact in float whatever order MPI adds them in.
+        for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i % 1000 + group.rank());
+        group.sum(values.data(), n);
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i)
+            wrong += values[static_cast<size_t>(i)] != static_cast<float>(3 * (i % 1000) + 0 + 1 + 2);
+        QCOMPARE(wrong, int64_t{0});
+    }
+
     void optimizerStateIsOneSlicePerProcess_data() {
         QTest::addColumn<bool>("gpt");
         QTest::newRow("mlp") << false;

@@ -33,8 +33,14 @@ public:
 };
 
 #ifdef TRAINBENCH_WITH_MPI
-// MPI counts are ints: reduce a larger array in pieces.
+// MPI counts are ints: a reduce-scatter's block and a gather's slice hold fewer than 2^31.
 constexpr int64_t kLargestCount = int64_t{1} << 30;
+// The gradient sum runs as one MPI_Allreduce per 8 MiB piece. Measured on this 2-core machine
+// with 2 processes (docs/BENCHMARKS.md, "Overlapping the gradient allreduce"): a 64 MiB
+// allreduce in one call costs twice as much as in 4-16 MiB pieces (Open MPI 4.1's shared-memory
+// path), and a 38 MiB MLP's gradient sum went from 28 to 15 ms per update. Gradients of 8 MiB
+// or less are summed in one call, as before.
+constexpr int64_t kSumPieceFloats = int64_t{1} << 21;
 
 void check_mpi(int status, const char* what) {
     if (status == MPI_SUCCESS) return;
@@ -107,8 +113,8 @@ private:
 
     template <typename T>
     void reduce(T* values, int64_t n, MPI_Datatype type) {
-        for (int64_t start = 0; start < n; start += kLargestCount) {
-            const auto count = static_cast<int>(std::min(kLargestCount, n - start));
+        for (int64_t start = 0; start < n; start += kSumPieceFloats) {
+            const auto count = static_cast<int>(std::min(kSumPieceFloats, n - start));
             check_mpi(MPI_Allreduce(MPI_IN_PLACE, values + start, count, type, MPI_SUM, MPI_COMM_WORLD),
                       "MPI_Allreduce");
         }
