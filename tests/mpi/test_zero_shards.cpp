@@ -13,7 +13,7 @@
 //   another order, so its weights agree within float rounding. With gradient clipping (its norm
 //   assembled from the slices) and gradient accumulation, for the MLP and the GPT.
 // - The steady state: the training step allocates nothing around its collectives, counted on
-//   process 0. Open MPI's allreduce and reduce-scatter algorithms allocate their own scratch on
+//   process 0. Open MPI's allreduce and reduce algorithms allocate their own scratch on
 //   every call: this executable wraps the MPI calls core makes (MPI's profiling interface, PMPI)
 //   to count those apart, and reports them.
 //
@@ -66,9 +66,8 @@ extern "C" {
 int MPI_Allreduce(const void* send, void* receive, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
     return uncounted([&] { return PMPI_Allreduce(send, receive, count, type, op, comm); });
 }
-int MPI_Reduce_scatter(const void* send, void* receive, const int counts[], MPI_Datatype type, MPI_Op op,
-                       MPI_Comm comm) {
-    return uncounted([&] { return PMPI_Reduce_scatter(send, receive, counts, type, op, comm); });
+int MPI_Reduce(const void* send, void* receive, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+    return uncounted([&] { return PMPI_Reduce(send, receive, count, type, op, root, comm); });
 }
 int MPI_Allgatherv(const void* send, int send_count, MPI_Datatype send_type, void* receive, const int counts[],
                    const int offsets[], MPI_Datatype receive_type, MPI_Comm comm) {
@@ -186,9 +185,10 @@ private slots:
         QVERIFY(complete);
     }
 
-    // The gradient sum runs in 8 MiB pieces (process_world.cpp): a sum over more than two whole
-    // pieces and a partial one gives every element its exact sum, the last piece's tail included.
-    void sumCoversEveryPiece() {
+    // The gradient sum and ZeRO-2's reduce-scatter run in 8 MiB pieces (process_world.cpp): over
+    // more than two whole pieces and a partial one, every element gets its exact sum, the last
+    // piece's tail included.
+    void sumsCoverEveryPiece() {
         ProcessGroup& group = process_group();
         const int64_t n = (int64_t{1} << 22) + 12345;
         std::vector<float> values(static_cast<size_t>(n));
@@ -198,6 +198,19 @@ private slots:
         int64_t wrong = 0;
         for (int64_t i = 0; i < n; ++i)
             wrong += values[static_cast<size_t>(i)] != static_cast<float>(3 * (i % 1000) + 0 + 1 + 2);
+        QCOMPARE(wrong, int64_t{0});
+
+        // The reduce-scatter reduces in the same pieces: blocks of several pieces, one empty.
+        const std::vector<int64_t> counts = {(int64_t{1} << 21) + 5, 0, (int64_t{1} << 22) + 7};
+        const int64_t total = counts[0] + counts[1] + counts[2];
+        int64_t first = 0;
+        for (int r = 0; r < group.rank(); ++r) first += counts[static_cast<size_t>(r)];
+        values.assign(static_cast<size_t>(total), 0.0f);
+        for (int64_t i = 0; i < total; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i % 1000 + group.rank());
+        group.reduce_scatter(values.data(), counts);
+        wrong = 0;
+        for (int64_t i = 0; i < counts[static_cast<size_t>(group.rank())]; ++i)
+            wrong += values[static_cast<size_t>(i)] != static_cast<float>(3 * ((first + i) % 1000) + 0 + 1 + 2);
         QCOMPARE(wrong, int64_t{0});
     }
 

@@ -17,7 +17,8 @@ public:
     virtual void sum(double* values, int64_t n) = 0;
     // ZeRO-2: `values` holds one block per rank, counts[r] elements for rank r, in rank order;
     // afterwards its first counts[rank()] elements are the element-wise sum over the ranks of
-    // this rank's block (MPI_Reduce_scatter in place), and the rest is scratch.
+    // this rank's block (a reduce-scatter; over MPI, one MPI_Reduce per block), and the rest is
+    // scratch.
     virtual void reduce_scatter(float* values, const std::vector<int64_t>& counts) = 0;
     // ZeRO (parallel/shard_range.hpp's slices of n elements): fills every slice of `values` with
     // its owner's values.

@@ -33,7 +33,7 @@ public:
 };
 
 #ifdef TRAINBENCH_WITH_MPI
-// MPI counts are ints: a reduce-scatter's block and a gather's slice hold fewer than 2^31.
+// MPI counts are ints: a gather's slice holds fewer than 2^31.
 constexpr int64_t kLargestCount = int64_t{1} << 30;
 // The gradient sum runs as one MPI_Allreduce per 8 MiB piece. Measured on this 2-core machine
 // with 2 processes (docs/BENCHMARKS.md, "Overlapping the gradient allreduce"): a 64 MiB
@@ -60,20 +60,29 @@ public:
     int size() const override { return size_; }
     void sum(float* values, int64_t n) override { reduce(values, n, MPI_FLOAT); }
     void sum(double* values, int64_t n) override { reduce(values, n, MPI_DOUBLE); }
+    // One MPI_Reduce per rank's block, to that rank, in 8 MiB pieces, then this rank's sum moved
+    // to the start of the buffer. MPI_Reduce_scatter does the same sums, but Open MPI 4.1 took
+    // 4-8x as long here for ZeRO-2's buckets, whose blocks are mostly one rank's whole bucket
+    // and nothing for the others (16 MiB: 35 ms against 4.2; measured with 2 processes on this
+    // machine, docs/BENCHMARKS.md, "Data parallelism").
     void reduce_scatter(float* values, const std::vector<int64_t>& counts) override {
         if (counts.size() != static_cast<size_t>(size_))
             throw Error("internal: a reduce-scatter of " + std::to_string(counts.size()) + " blocks over " +
                         std::to_string(size_) + " processes");
-        // MPI's counts are ints; the buffer keeps its capacity, so the steady state allocates nothing.
-        block_counts_.resize(counts.size());
-        for (size_t r = 0; r < counts.size(); ++r) {
-            if (counts[r] >= kLargestCount * 2)
-                throw Error("a ZeRO-2 gradient bucket over MPI holds at most 2^31 - 1 elements per process; this one " +
-                            std::to_string(counts[r]));
-            block_counts_[r] = static_cast<int>(counts[r]);
+        int64_t start = 0, mine = 0;
+        for (int root = 0; root < size_; ++root) {
+            const int64_t count = counts[static_cast<size_t>(root)];
+            if (root == rank_) mine = start;
+            for (int64_t done = 0; done < count; done += kSumPieceFloats) {
+                float* piece = values + start + done;
+                const auto n = static_cast<int>(std::min(kSumPieceFloats, count - done));
+                check_mpi(MPI_Reduce(root == rank_ ? MPI_IN_PLACE : piece, root == rank_ ? piece : nullptr, n,
+                                     MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD),
+                          "MPI_Reduce");
+            }
+            start += count;
         }
-        check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, values, block_counts_.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-                  "MPI_Reduce_scatter");
+        if (mine > 0) std::memmove(values, values + mine, static_cast<size_t>(counts[static_cast<size_t>(rank_)]) * 4);
     }
     void all_gather(float* values, int64_t n) override {
         const Slices& slices = slices_of(n);
@@ -109,7 +118,6 @@ private:
         return slices_;
     }
     Slices slices_;
-    std::vector<int> block_counts_;
 
     template <typename T>
     void reduce(T* values, int64_t n, MPI_Datatype type) {

@@ -3,7 +3,7 @@
 // samples of a global batch (train/micro_batch_stream.cpp) and ZeRO's partition of the flat
 // parameter store (optimizer state, and with stage 2 the reduced gradients). The first
 // count % N processes take one more, so process 0's slice is the largest and the slices tile
-// [0, count) in rank order, as MPI_Allgatherv and MPI_Reduce_scatter lay them out.
+// [0, count) in rank order, as MPI_Allgatherv and ProcessGroup::reduce_scatter lay them out.
 #include <cstdint>
 
 namespace trainbench {

@@ -69,7 +69,7 @@ struct GraphPlan {
     // each process adds its part into its shard of the gradients (optimizer_shard's slice of the
     // flat store), the only gradient buffer that outlives the micro-batch. A bucket packs its
     // parameters in flat-store order, so each process's part of it is one contiguous run, as
-    // MPI_Reduce_scatter lays blocks out. Empty otherwise: the backward writes the whole flat
+    // ProcessGroup::reduce_scatter lays blocks out. Empty otherwise: the backward writes the whole flat
     // gradient, which the update sums with one allreduce.
     struct GradientBucket {
         int op = -1;                  // the op after whose backward it is complete

@@ -1,0 +1,113 @@
+// ZeRO-2's reduce-scatter on this machine: MPI_Reduce_scatter against what
+// parallel/process_world.cpp does instead (one MPI_Reduce per process's block, to that process,
+// in 8 MiB pieces), for the two shapes a ZeRO-2 bucket takes: blocks split evenly over the
+// processes (a bucket that straddles the shards), and one process's whole bucket with empty
+// blocks for the others (the common case: most buckets lie inside one process's slice).
+//
+//   mpirun -np 2 --bind-to core reduce_scatter --floats N [--repetitions R (15)] [--json]
+//
+// Each repetition starts at a barrier and takes the slower process's time; a figure is the
+// median over the repetitions.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr long kPieceFloats = long{1} << 21;  // process_world.cpp's kSumPieceFloats
+
+double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const size_t n = values.size();
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+void reduce_per_block(std::vector<float>& values, const std::vector<int>& counts, int rank) {
+    long start = 0, mine = 0;
+    for (int root = 0; root < static_cast<int>(counts.size()); ++root) {
+        if (root == rank) mine = start;
+        for (long done = 0; done < counts[static_cast<size_t>(root)]; done += kPieceFloats) {
+            float* piece = values.data() + start + done;
+            const int n = static_cast<int>(std::min(kPieceFloats, counts[static_cast<size_t>(root)] - done));
+            MPI_Reduce(root == rank ? MPI_IN_PLACE : piece, root == rank ? piece : nullptr, n, MPI_FLOAT, MPI_SUM,
+                       root, MPI_COMM_WORLD);
+        }
+        start += counts[static_cast<size_t>(root)];
+    }
+    if (mine > 0) std::memmove(values.data(), values.data() + mine, counts[static_cast<size_t>(rank)] * sizeof(float));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    long floats = 0;
+    int repetitions = 15;
+    bool json = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string flag = argv[i];
+        if (flag == "--json") json = true;
+        else if (flag == "--floats" && i + 1 < argc) floats = std::atol(argv[++i]);
+        else if (flag == "--repetitions" && i + 1 < argc) repetitions = std::atoi(argv[++i]);
+        else floats = -1;
+    }
+    if (floats < size || floats >= (long{1} << 31) || repetitions < 1) {
+        if (rank == 0)
+            std::fprintf(stderr, "usage: mpirun -np 2 %s --floats N (< 2^31) [--repetitions R (15)] [--json]\n", argv[0]);
+        MPI_Finalize();
+        return 2;
+    }
+
+    std::vector<float> values(static_cast<size_t>(floats));
+    const char* shapes[] = {"even blocks", "one process's bucket"};
+    const char* methods[] = {"MPI_Reduce_scatter", "MPI_Reduce per block, 8 MiB pieces"};
+    double medians[2][2] = {};
+    for (int shape = 0; shape < 2; ++shape) {
+        std::vector<int> counts(static_cast<size_t>(size), 0);
+        for (int r = 0; r < size; ++r)
+            counts[static_cast<size_t>(r)] =
+                shape == 0 ? static_cast<int>(floats / size + (r < floats % size)) : (r == 0 ? static_cast<int>(floats) : 0);
+        std::vector<double> times[2];
+        for (int repetition = -1; repetition < repetitions; ++repetition)
+            for (int m = 0; m < 2; ++m) {
+                const int method = (m + repetition + 2) % 2;  // alternate which runs first
+                std::fill(values.begin(), values.end(), 1.0f + rank);
+                MPI_Barrier(MPI_COMM_WORLD);
+                const auto start = std::chrono::steady_clock::now();
+                if (method == 0)
+                    MPI_Reduce_scatter(MPI_IN_PLACE, values.data(), counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                else
+                    reduce_per_block(values, counts, rank);
+                double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+                MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                if (repetition >= 0) times[method].push_back(ms);  // the first round warms up
+            }
+        for (int method = 0; method < 2; ++method) medians[shape][method] = median(times[method]);
+    }
+    if (rank == 0) {
+        if (json) {
+            std::printf("{\"processes\": %d, \"floats\": %ld, \"median_ms\": {", size, floats);
+            for (int shape = 0; shape < 2; ++shape)
+                for (int method = 0; method < 2; ++method)
+                    std::printf("%s\"%s: %s\": %.3f", shape + method ? ", " : "", shapes[shape], methods[method],
+                                medians[shape][method]);
+            std::printf("}}\n");
+        } else {
+            std::printf("%d processes, %ld floats (%.2f MiB)\n", size, floats, floats * 4.0 / (1 << 20));
+            for (int shape = 0; shape < 2; ++shape)
+                for (int method = 0; method < 2; ++method)
+                    std::printf("  %-22s %-36s %8.2f ms\n", shapes[shape], methods[method], medians[shape][method]);
+        }
+    }
+    MPI_Finalize();
+    return 0;
+}
