@@ -15,7 +15,8 @@
 #             executor's own 16-bit runs (closer to them than 16 bits lie to fp32)
 #   gptcheck  a GPT through the CLI on text made from this repository's docs (L2 H4 C64 T64,
 #             batch 16, 30 AdamW updates, fp32): CUDA vs CPU (losses and final weights < 1e-4
-#             rel.), checkpointing vs not on CUDA (identical bits), step_size 4 vs 1 (< 1e-5);
+#             rel.), --fused off vs on on CUDA (< 1e-4), checkpointing vs not on CUDA
+#             (identical bits), step_size 4 vs 1 (< 1e-5);
 #             bf16 on CUDA against the CPU's bf16 (within 2x the CPU bf16 run's distance from
 #             fp32), and checkpointing in bf16 (identical bits)
 #   check     whole runs through the CLI: fp32 CUDA vs CPU over 50 updates (losses and final
@@ -30,7 +31,8 @@
 #   gptspeed  GPT L6 H6 C384 T256 (nanoGPT's shakespeare_char), batch 64, fp32 and bf16
 #             (GPT_SPEED_PRECISIONS), 30 updates (GPT_SPEED_UPDATES): trainbench against
 #             bench/torch_gpt_throughput.py, PyTorch eager and torch.compile (unless
-#             TORCH_COMPILE=0; bf16 is autocast), on the same text and GPU
+#             TORCH_COMPILE=0; bf16 is autocast), on the same text and GPU; and trainbench's
+#             own --fused off run beside its fused one
 #   profile   ncu's time per kernel over two updates of the gptspeed GPT (PROFILE_PRECISIONS,
 #             default bf16), summed by kernel (kernel_times.py)
 #   techniques  trainbench-cli compare --device cuda on a model of that size
@@ -218,6 +220,9 @@ if wants gptcheck; then
   train gpt_cpu "${gpt[@]}" --step-size 2 --device cpu --threads "$jobs"
   train gpt_cuda "${gpt[@]}" --step-size 2 --device cuda
   compare "GPT L2 H4 C64 T64 fp32 CUDA vs CPU (AdamW, step_size 2, 30 updates)" gpt_cpu gpt_cuda 1e-4 1e-4
+  # --fused off: eager attention, loss and optimizer kernels (eager_kernels.cu) against the fused ones.
+  train gpt_cuda_eager "${gpt[@]}" --step-size 2 --device cuda --fused off
+  compare "GPT --fused off vs on on CUDA (eager attention, loss and AdamW kernels)" gpt_cuda gpt_cuda_eager 1e-4 1e-4
   train gpt_cuda_checkpointed "${gpt[@]}" --step-size 2 --device cuda --gradient-checkpointing
   compare "GPT --gradient-checkpointing vs keeping activations on CUDA (identical bits)" \
     gpt_cuda gpt_cuda_checkpointed exact
@@ -421,6 +426,24 @@ if wants gptspeed; then
       > "$work/gptspeed_trainbench_$precision.log" 2>&1 \
       || record "FAIL gptspeed run trainbench $precision: $(tail -1 "$work/gptspeed_trainbench_$precision.log")"
     grep -E "^(plan|memory plan|peak memory)" "$work/gptspeed_trainbench_$precision.log" | sed "s/^/$precision: /"
+    # The same run one op at a time (--fused off), as eager PyTorch runs attention, the loss and AdamW.
+    "$cli" train --model gpt --dataset "$gpt_data" "${gpt_shape[@]}" --optimizer adamw --lr 1e-3 \
+      --schedule constant --warmup-steps 0 --precision "$precision" --device cuda --no-shuffle --seed 1 \
+      --max-steps "$gpt_updates" --fused off --metrics-out "$work/gptspeed_trainbench_eager_$precision.csv" \
+      > "$work/gptspeed_trainbench_eager_$precision.log" 2>&1 \
+      || record "FAIL gptspeed run trainbench --fused off $precision: $(tail -1 "$work/gptspeed_trainbench_eager_$precision.log")"
+    report "gptspeed $precision: trainbench median update_ms after 5 updates, --fused on $("$python" - \
+      "$work/gptspeed_trainbench_$precision.csv" "$work/gptspeed_trainbench_eager_$precision.csv" <<'PY'
+import csv, statistics, sys
+def median(path):
+    try:
+        rows = list(csv.DictReader(open(path)))[5:]
+        return f"{statistics.median(float(r['update_ms']) for r in rows):.2f} ms"
+    except (OSError, KeyError, ValueError, statistics.StatisticsError):
+        return "no figures"
+print(f"{median(sys.argv[1])}, --fused off {median(sys.argv[2])}")
+PY
+)"
     torch_gpt=("$python" "$root/bench/torch_gpt_throughput.py" --device cuda --dataset "$gpt_data" "${gpt_shape[@]}"
                --lr 1e-3 --precision "$precision" --seed 1 --updates "$gpt_updates" --warmup 5)
     variants=(eager)

@@ -6,7 +6,7 @@
 // its rounding points: the two 16-bit engines must lie much closer to each other than 16 bits lie
 // to fp32. Then what the CUDA engine promises on its own: checkpointing changes no bit,
 // accumulation gives the update of one batch, reruns repeat bit for bit, the memory report is the
-// plan. Every check prints what it measured, so a failure on the GPU machine says which check and
+// plan; CUDA graphs change no bit; --fused off's eager kernels give the fused update. Every check prints what it measured, so a failure on the GPU machine says which check and
 // by how much.
 // Without a GPU (or a CUDA build) the GPU checks skip and say why.
 #include <QtTest>
@@ -45,9 +45,10 @@ GptShape shape_with_context(int64_t T, int64_t n_embd = 32, int64_t vocab = 65) 
 }
 
 EngineSpec gpt_spec(const GptShape& shape, int64_t micro_batch = B, bool checkpointing = false,
-                    Precision precision = Precision::fp32) {
+                    Precision precision = Precision::fp32, bool fused = true) {
     EngineSpec spec;
     spec.precision = precision;
+    spec.fused = fused;
     spec.model = build_gpt(shape);
     spec.optimizer.kind = OptimizerKind::adamw;
     spec.optimizer.lr = kLr;
@@ -260,6 +261,75 @@ private slots:
         const BytesByCategory bytes = plan_cuda_graph_memory(spec);
         QVERIFY(bytes[size_t(MemoryCategory::activations)] > 0);
         QVERIFY(bytes[size_t(MemoryCategory::optimizer_state)] > bytes[size_t(MemoryCategory::parameters)]);  // AdamW: 2 slots
+    }
+
+    // Needs no GPU: --fused off adds the eager workspaces (the whole gradient of every head's
+    // probabilities, the loss's log-probabilities and their gradient, AdamW's temporaries) and
+    // changes nothing else.
+    void eager_plans_add_only_workspace() {
+        const GptShape shape = shape_with_context(64, 64);
+        for (Precision precision : {Precision::fp32, Precision::bf16}) {
+            const BytesByCategory fused = plan_cuda_graph_memory(gpt_spec(shape, 8, false, precision, true));
+            const BytesByCategory eager = plan_cuda_graph_memory(gpt_spec(shape, 8, false, precision, false));
+            for (int c = 0; c < kMemoryCategoryCount; ++c) {
+                if (c == int(MemoryCategory::workspace)) continue;
+                QCOMPARE(eager[size_t(c)], fused[size_t(c)]);
+            }
+            const int64_t added = eager[size_t(MemoryCategory::workspace)] - fused[size_t(MemoryCategory::workspace)];
+            qInfo("%s: --fused off adds %lld bytes of workspace on CUDA", to_string(precision).c_str(), (long long)added);
+            // At least the [8, 4, 64, 64] gradient of att beyond fused's one head at a time.
+            QVERIFY2(added >= (8 * 4 * 64 * 64 - 8 * 64 * 64) * 4, qPrintable(QString("added %1 bytes").arg(added)));
+        }
+    }
+
+    // --fused off on CUDA (eager attention, loss and optimizer) against the fused kernels: the
+    // same losses and weights up to float rounding, in fp32 and bf16, with and without
+    // checkpointing; and the eager run's memory is its plan.
+    void eager_kernels_give_the_fused_update_data() {
+        QTest::addColumn<int>("T");
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<bool>("checkpointing");
+        QTest::newRow("T13 fp32") << 13 << int(Precision::fp32) << false;
+        QTest::newRow("T70 fp32 checkpointing") << 70 << int(Precision::fp32) << true;
+        QTest::newRow("T13 bf16") << 13 << int(Precision::bf16) << false;
+    }
+    void eager_kernels_give_the_fused_update() {
+        REQUIRE_GPU();
+        QFETCH(int, T);
+        QFETCH(int, precision);
+        QFETCH(bool, checkpointing);
+        const GptShape shape = shape_with_context(T, T == 70 ? 64 : 32);
+        const Windows windows = random_windows(T, 60, shape.vocab, 9);
+        const ModelWeights initial = init_weights(build_gpt(shape), 13);
+        Trace traces[2];
+        for (int fused = 0; fused < 2; ++fused) {
+            const EngineSpec spec = gpt_spec(shape, B, checkpointing, Precision(precision), fused != 0);
+            auto engine = make_cuda_engine(spec);
+            engine->set_weights(initial);
+            traces[fused] = train(*engine, windows, 5, {B, B});
+            if (fused) continue;
+            const BytesByCategory planned = plan_cuda_engine_memory(spec);
+            const MemoryReport report = engine->memory();
+            for (int c = 0; c < kMemoryCategoryCount; ++c)
+                if (c != int(MemoryCategory::cache))
+                    QVERIFY2(report.peak[size_t(c)] == planned[size_t(c)],
+                             qPrintable(QString("--fused off: category %1 allocated %2, planned %3")
+                                            .arg(c).arg(report.peak[size_t(c)]).arg(planned[size_t(c)])));
+        }
+        const bool sixteen = Precision(precision) != Precision::fp32;
+        const double tolerance = sixteen ? 1e-3 : 1e-5;
+        Worst worst;
+        for (const NamedTensor& w : traces[1].weights.tensors) {
+            if (is_alias(w.name) || is_key_bias(w.name)) continue;
+            worst.update(norm_relative(traces[0].weights.find(w.name)->data, w.data), w.name);
+        }
+        double loss_error = 0.0;
+        for (size_t u = 0; u < traces[1].losses.size(); ++u)
+            loss_error = std::max(loss_error, std::abs(traces[0].losses[u] - traces[1].losses[u]) / traces[1].losses[u]);
+        qInfo("--fused off vs on on CUDA after 5 updates: weights worst %s, losses %.3g (tolerance %.0e)",
+              qPrintable(worst.text()), loss_error, tolerance);
+        QVERIFY2(worst.error < tolerance, qPrintable(QString("--fused off vs on: weights, worst %1").arg(worst.text())));
+        QVERIFY2(loss_error < tolerance, qPrintable(QString("--fused off vs on: losses %1").arg(loss_error)));
     }
 
     void matches_the_cpu_engine_data() {
@@ -584,6 +654,38 @@ private slots:
               qPrintable(worst.text()), loss_error);
         QVERIFY2(worst.error < 1e-5, qPrintable(QString("step_size 2 vs 1 on CUDA: weights, worst %1 >= 1e-5").arg(worst.text())));
         QVERIFY2(loss_error < 1e-5, qPrintable(QString("step_size 2 vs 1 on CUDA: losses %1 >= 1e-5").arg(loss_error)));
+    }
+
+    // The fused engine replays each micro-batch as a CUDA graph from its second sighting on:
+    // the same kernels, so the same bits as launching them one by one, through updates that
+    // capture (the second), replay (the rest) and switch passes (an update's first micro-batch
+    // writes the gradients, the second adds; the last update's partial micro-batch is new).
+    void cuda_graphs_change_no_bit() {
+        REQUIRE_GPU();
+        const GptShape shape = shape_with_context(13);
+        const Windows windows = random_windows(13, 60, shape.vocab, 21);
+        const ModelWeights initial = init_weights(build_gpt(shape), 17);
+        for (int run = 0; run < 2; ++run) {
+            const Precision precision = run == 0 ? Precision::fp32 : Precision::bf16;
+            const bool checkpointing = run == 1;
+            Trace traces[2];
+            for (int graphs = 0; graphs < 2; ++graphs) {
+                EngineSpec spec = gpt_spec(shape, B, checkpointing, precision);
+                spec.cuda_graphs = graphs != 0;
+                auto engine = make_cuda_engine(spec);
+                engine->set_weights(initial);
+                traces[graphs] = train(*engine, windows, 5, {B, B});
+                const Trace tail = train(*engine, windows, 2, {B, 2});
+                traces[graphs].weights = tail.weights;
+                traces[graphs].losses.insert(traces[graphs].losses.end(), tail.losses.begin(), tail.losses.end());
+            }
+            QVERIFY2(same_bits(traces[0].weights, traces[1].weights),
+                     qPrintable(QString("%1: CUDA graphs vs launches: weights differ, worst %2")
+                                    .arg(QString::fromStdString(to_string(precision)))
+                                    .arg(compare_tensors(traces[1].weights, traces[0].weights).relative.text())));
+            QVERIFY2(traces[0].losses == traces[1].losses && traces[0].norms == traces[1].norms,
+                     "CUDA graphs vs launches: losses or gradient norms differ");
+        }
     }
 
     void identical_runs_give_identical_bits() {

@@ -27,7 +27,10 @@ struct EngineSpec {
     int64_t max_micro_batch = 1;       // buffers are sized for this many samples
     int64_t max_eval_batch = 1;
     bool gradient_checkpointing = false;
-    bool fused = true;                 // RunConfig::fused (the CPU executor; CUDA runs fused only)
+    bool fused = true;                 // RunConfig::fused
+    // CUDA, fused: each micro-batch's kernels replayed as a CUDA graph. Not a setting: the tests
+    // turn it off to show that the graphs change no bit.
+    bool cuda_graphs = true;
     int threads = 0;
     int device_index = 0;              // cuda only
     int64_t memory_limit_bytes = 0;    // behave like a device of this size; 0 = unlimited

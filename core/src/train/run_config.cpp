@@ -439,9 +439,10 @@ void validate(const RunConfig& c) {
                         "processes");
     }
 
-    if (c.fused == FusedKernels::off && c.device != "cpu")
-        reject("fused", "the CUDA executor runs its fused kernels only (bias and ReLU in the products' epilogues, one-pass "
-                        "softmax, cross-entropy and optimizer); use --device cpu to measure --fused off");
+    if (c.fused == FusedKernels::off && c.preload_device)
+        reject("preload_device", "--fused off runs the CUDA executor that copies each micro-batch as it comes; leave "
+                                 "out --preload-device or use --fused on");
+
     if (c.zero > 0 && c.device != "cpu")
         reject("zero", "ZeRO shards the CPU engine's optimizer state only for now; use --device cpu or --zero 0");
 

@@ -89,9 +89,8 @@ struct Batched {
 // In column-major terms (what cuBLAS sees), head h of sample b has Qc, Kc, Vc = [hs x T] at
 // qkv + b*T*3C + h*hs (+C, +2C) with leading dimension 3C, Yc = [hs x T] at out + b*T*C + h*hs
 // with leading dimension C, and the row-major att[t][j] is the column-major A(j, t), ld T.
-void attention_forward(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
-                       int64_t C, int64_t n_head, cudaStream_t stream) {
-    if (B == 0 || T == 0) return;
+void attention_scores(cublasHandle_t blas, const float* qkv, float* att, int64_t B, int64_t T, int64_t C,
+                      int64_t n_head) {
     const int64_t hs = C / n_head;
     const Batched product{blas, static_cast<int>(B)};
     for (int64_t h = 0; h < n_head; ++h) {
@@ -100,10 +99,12 @@ void attention_forward(cublasHandle_t blas, const float* qkv, float* out, float*
         product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, q + C, 3 * C, T * 3 * C, q, 3 * C, T * 3 * C, att + h * T * T, T,
                 n_head * T * T);
     }
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
-    causal_softmax_kernel<<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(att, B * n_head * T, T,
-                                                                                        scale);
-    TRAINBENCH_CUDA_CHECK_LAUNCH();
+}
+
+void attention_values(cublasHandle_t blas, const float* qkv, const float* att, float* out, int64_t B, int64_t T,
+                      int64_t C, int64_t n_head) {
+    const int64_t hs = C / n_head;
+    const Batched product{blas, static_cast<int>(B)};
     for (int64_t h = 0; h < n_head; ++h) {
         // Yc(d, t) = sum_j V(d, j) A(j, t)
         product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, qkv + h * hs + 2 * C, 3 * C, T * 3 * C, att + h * T * T, T,
@@ -111,38 +112,80 @@ void attention_forward(cublasHandle_t blas, const float* qkv, float* out, float*
     }
 }
 
+void attention_forward(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
+                       int64_t C, int64_t n_head, cudaStream_t stream) {
+    if (B == 0 || T == 0) return;
+    attention_scores(blas, qkv, att, B, T, C, n_head);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C / n_head)));
+    causal_softmax_kernel<<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(att, B * n_head * T, T,
+                                                                                        scale);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    attention_values(blas, qkv, att, out, B, T, C, n_head);
+}
+
 int64_t attention_backward_scratch_floats(int64_t B, int64_t T) { return B * T * T; }
 
 // With P = att, G = d(att) (then scale * dS after the softmax backward):
 //   dV = P^T dY,  G = dY V^T,  dQ = G K,  dK = G^T Q.
+// Head h's G lies at G + h * g_head with stride g_sample from sample to sample, leading
+// dimension T: [B, T, T] per head (g_head 0, g_sample T*T) or [B, H, T, T] (T*T, H*T*T).
+namespace {
+
+void value_gradients(const Batched& product, const float* dout, const float* qkv, const float* att, float* dqkv,
+                     float* G, int64_t h, int64_t g_sample, int64_t T, int64_t C, int64_t n_head) {
+    const int64_t hs = C / n_head;
+    const float* v = qkv + h * hs + 2 * C;
+    const float* dy = dout + h * hs;
+    float* dv = dqkv + h * hs + 2 * C;
+    const float* p = att + h * T * T;
+    // dVc(d, j) = sum_t dYc(d, t) A(j, t)
+    product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, C, T * C, p, T, n_head * T * T, dv, 3 * C, T * 3 * C);
+    // G(j, t) = sum_d V(d, j) dY(d, t)
+    product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, 3 * C, T * 3 * C, dy, C, T * C, G, T, g_sample);
+}
+
+void query_key_gradients(const Batched& product, const float* qkv, const float* G, float* dqkv, int64_t h,
+                         int64_t g_sample, int64_t T, int64_t C, int64_t n_head) {
+    const int64_t hs = C / n_head;
+    const float* q = qkv + h * hs;
+    const float* k = q + C;
+    float* dq = dqkv + h * hs;
+    float* dk = dq + C;
+    // dQc(d, t) = sum_j K(d, j) G(j, t)
+    product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, k, 3 * C, T * 3 * C, G, T, g_sample, dq, 3 * C, T * 3 * C);
+    // dKc(d, j) = sum_t Q(d, t) G(j, t)
+    product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, q, 3 * C, T * 3 * C, G, T, g_sample, dk, 3 * C, T * 3 * C);
+}
+
+}  // namespace
+
 void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
                         float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream) {
     if (B == 0 || T == 0) return;
-    const int64_t hs = C / n_head;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C / n_head)));
     const Batched product{blas, static_cast<int>(B)};
-    float* G = scratch;  // [B, T, T]: row-major G[t][j] is column-major G(j, t)
+    float* G = scratch;  // [B, T, T]: one head at a time
     for (int64_t h = 0; h < n_head; ++h) {
-        const float* q = qkv + h * hs;
-        const float* k = q + C;
-        const float* v = q + 2 * C;
-        const float* dy = dout + h * hs;
-        float* dq = dqkv + h * hs;
-        float* dk = dq + C;
-        float* dv = dq + 2 * C;
-        const float* p = att + h * T * T;
-        // dVc(d, j) = sum_t dYc(d, t) A(j, t)
-        product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, C, T * C, p, T, n_head * T * T, dv, 3 * C, T * 3 * C);
-        // G(j, t) = sum_d V(d, j) dY(d, t)
-        product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, 3 * C, T * 3 * C, dy, C, T * C, G, T, T * T);
+        value_gradients(product, dout, qkv, att, dqkv, G, h, T * T, T, C, n_head);
         causal_softmax_backward_kernel<<<row_blocks(B * T), kRowsPerBlock * 32, 0, stream>>>(att, G, B, T, n_head, h,
                                                                                              scale);
         TRAINBENCH_CUDA_CHECK_LAUNCH();
-        // dQc(d, t) = sum_j K(d, j) G(j, t)
-        product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, k, 3 * C, T * 3 * C, G, T, T * T, dq, 3 * C, T * 3 * C);
-        // dKc(d, j) = sum_t Q(d, t) G(j, t)
-        product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, q, 3 * C, T * 3 * C, G, T, T * T, dk, 3 * C, T * 3 * C);
+        query_key_gradients(product, qkv, G, dqkv, h, T * T, T, C, n_head);
     }
+}
+
+void attention_value_gradients(cublasHandle_t blas, const float* dout, const float* qkv, const float* att,
+                               float* dqkv, float* G, int64_t B, int64_t T, int64_t C, int64_t n_head) {
+    const Batched product{blas, static_cast<int>(B)};
+    for (int64_t h = 0; h < n_head; ++h)
+        value_gradients(product, dout, qkv, att, dqkv, G + h * T * T, h, n_head * T * T, T, C, n_head);
+}
+
+void attention_query_key_gradients(cublasHandle_t blas, const float* qkv, const float* G, float* dqkv, int64_t B,
+                                   int64_t T, int64_t C, int64_t n_head) {
+    const Batched product{blas, static_cast<int>(B)};
+    for (int64_t h = 0; h < n_head; ++h)
+        query_key_gradients(product, qkv, G + h * T * T, dqkv, h, n_head * T * T, T, C, n_head);
 }
 
 }  // namespace trainbench::cuda

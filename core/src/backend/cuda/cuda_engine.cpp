@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "backend/cuda/cuda_check.hpp"
@@ -15,13 +16,25 @@ namespace trainbench {
 
 // MLPs run on the layer-chain engine (which also covers 16-bit storage); every other model on
 // the executor over its description.
+namespace {
+// MLPs run on this engine (with --preload-device), other models and every --fused off run on
+// the graph executor, which has the eager kernels; an MLP asking for both cannot be served.
+bool runs_on_graph_executor(const EngineSpec& spec) {
+    if (spec.model.family != ModelFamily::mlp) return true;
+    if (spec.fused) return false;
+    if (spec.preload != nullptr)  // validation refuses --fused off with --preload-device
+        throw std::logic_error("internal: --fused off with --preload-device reached the CUDA engine");
+    return true;
+}
+}  // namespace
+
 std::array<int64_t, kMemoryCategoryCount> plan_cuda_engine_memory(const EngineSpec& spec) {
-    if (spec.model.family != ModelFamily::mlp) return plan_cuda_graph_memory(spec);
+    if (runs_on_graph_executor(spec)) return plan_cuda_graph_memory(spec);
     return cuda::planned_bytes(cuda::make_engine_layout(spec));
 }
 
 std::unique_ptr<ComputeEngine> make_cuda_engine(const EngineSpec& spec) {
-    if (spec.model.family != ModelFamily::mlp) return make_cuda_graph_engine(spec);
+    if (runs_on_graph_executor(spec)) return make_cuda_graph_engine(spec);
     return std::make_unique<cuda::CudaEngine>(spec);
 }
 

@@ -2,7 +2,9 @@
 // for the backward, as backend/cpu/graph_engine.cpp, on device buffers the planner
 // (plan/graph_plan.cpp) laid out. Linear layers are cuBLASLt products (linear_products.hpp),
 // attention uses cuBLAS strided-batched products, the rest are the engine's own kernels
-// (gpt_kernels.hpp, kernels.hpp), all deterministic, all on one stream.
+// (gpt_kernels.hpp, kernels.hpp), all deterministic, all on one stream. With --fused off the
+// attention, the loss and the optimizer run one tensor op at a time as eager PyTorch does
+// (eager_kernels.hpp).
 //
 // Mixed precision (bf16, fp16) follows the CPU executor's rounding points, so that both engines
 // compute the same function: fp32 master weights, gradients and optimizer state; activations and
@@ -38,6 +40,7 @@
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/device_allocator.hpp"
+#include "backend/cuda/eager_kernels.hpp"
 #include "backend/cuda/gemm.hpp"
 #include "backend/cuda/gpt_kernels.hpp"
 #include "backend/cuda/kernels.hpp"
@@ -57,8 +60,6 @@ constexpr const char* kNoConvolutions =
     "the CUDA engine has no convolution kernels yet: train the CNN with --device cpu, or use --model mlp on the GPU";
 constexpr const char* kNoLora =
     "the CUDA engine has no LoRA kernels yet: fine-tune with --device cpu, or leave out --lora-rank on the GPU";
-constexpr const char* kFusedOnly =
-    "the CUDA engine runs its fused kernels only: measure --fused off with --device cpu";
 
 constexpr int64_t kByteAlignment = 256;
 
@@ -78,7 +79,7 @@ struct DevicePlan {
     StorageType storage() const { return storage_type_for(graph.precision); }
     // Allocation order. Persistent: parameters, gradients, [optimizer state], CUDA workspace.
     // Per micro-batch: the planner's (tokens, tensors, recompute slots, gradient block, kernel
-    // scratch), then the attention backward's scratch.
+    // scratch), then the fused attention backward's scratch.
     std::vector<PlannedBuffer> persistent;
     std::vector<PlannedBuffer> per_micro_batch;
 
@@ -112,16 +113,17 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
         if (op.kind == OpKind::lora_linear) throw Error(kNoLora);
     DevicePlan plan;
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
-    // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too.
-    // The planner's fusions are the CPU executor's: this executor runs its own fused kernels
-    // (validation refuses --fused off on CUDA).
-    if (!spec.fused) throw Error(kFusedOnly);
+    // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too, and
+    // with --fused off the eager attention's and loss's buffers, which are the same size on
+    // both engines. The planner's fusions are the CPU executor's; this executor runs its own
+    // fused kernels, or with --fused off the eager ones (eager_kernels.hpp), whose optimizer
+    // temporaries the planner also sizes.
     plan.graph = make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),
                                  {.threads = 1,
                                   .optimizer = spec.optimizer,
                                   .checkpointing = spec.gradient_checkpointing,
                                   .precision = spec.precision,
-                                  .fused = true});
+                                  .fused = spec.fused});
     const GraphPlan& g = plan.graph;
     const ModelDesc& m = g.model;
     // The planner's persistent buffers end with the packed weights, and a 16-bit run's
@@ -135,14 +137,22 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
         if (op.kind == OpKind::layernorm) {
             const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
             needed_scratch = std::max(needed_scratch, layernorm_backward_scratch_floats_cuda(C));
-        } else if (op.kind == OpKind::attention) {
+        } else if (op.kind == OpKind::attention && spec.fused) {
             plan.attention_scratch_floats = std::max(plan.attention_scratch_floats,
                                                      attention_backward_scratch_floats(g.micro_batch, op.rows_per_sample));
+        } else if (op.kind == OpKind::attention) {
+            needed_scratch = std::max(needed_scratch, attention_backward_eager_scratch_floats(
+                                                          g.micro_batch, op.rows_per_sample, op.heads));
+        } else if (op.kind == OpKind::cross_entropy && !spec.fused) {
+            needed_scratch = std::max(needed_scratch,
+                                      cross_entropy_eager_scratch_floats(m.classes, g.rows(op, g.micro_batch)));
         }
     }
     if (needed_scratch > g.scratch_floats)
-        throw std::logic_error("CUDA graph engine: the planner's scratch is smaller than the LayerNorm backward needs");
-    plan.per_micro_batch.push_back({MemoryCategory::workspace, plan.attention_scratch_floats * 4});
+        throw std::logic_error("CUDA graph engine: the planner's scratch is smaller than its kernels need");
+    // The fused attention's backward works one head at a time in a scratch of its own.
+    if (plan.attention_scratch_floats > 0)
+        plan.per_micro_batch.push_back({MemoryCategory::workspace, plan.attention_scratch_floats * 4});
 
     const int64_t loss_terms = g.micro_batch * m.loss_terms_per_sample;
     int64_t work = 0;
@@ -181,6 +191,16 @@ void run_gemm(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream) {
                     std::to_string(call.k) + (call.input_type == CUDA_R_32F ? " fp32" : " 16-bit") +
                     " product on this GPU; try --device cpu");
 }
+
+// A micro-batch pass captured as a CUDA graph (CudaGraphEngine::replay_pass): what its
+// kernels were captured with, and the graph once captured.
+struct CapturedPass {
+    int64_t samples = 0;
+    bool overwrites = false;  // the update's first micro-batch: writes the gradients
+    float grad_scale = 0.0f;
+    std::vector<void*> buffers;       // the per-micro-batch buffers it ran on
+    cudaGraphExec_t graph = nullptr;  // captured the second time the pass is seen
+};
 
 class CudaGraphEngine final : public ComputeEngine {
 public:
@@ -223,9 +243,11 @@ public:
         activate_device();
         if (!(normaliser > 0.0)) throw Error("loss normaliser must be positive (internal)");
         begin_micro_batch(batch);
-        forward(batch.count);
-        loss(batch.count, static_cast<float>(loss_scale / normaliser), true);
-        backward(batch.count);
+        const auto grad_scale = static_cast<float>(loss_scale / normaliser);
+        if (spec_.fused && spec_.cuda_graphs)
+            replay_pass(batch.count, grad_scale);
+        else
+            run_pass(batch.count, grad_scale);
         grads_stale_ = false;
         const double loss_sum = read_totals()[0];
         end_micro_batch();
@@ -254,7 +276,11 @@ public:
         launch.decay_end = layout().decay_end;
         launch.params_16 = params16_;
         launch.type_16 = plan_.storage();
-        optimizer_step_device(spec_.optimizer, launch, lr, grad_multiplier, step, stream_);
+        if (!spec_.fused && optimizer_runs_eager(spec_.optimizer))
+            optimizer_step_eager_device(spec_.optimizer, launch, lr, grad_multiplier, step,
+                                        plan_.graph.optimizer_tensors, optimizer_scratch_, stream_);
+        else
+            optimizer_step_device(spec_.optimizer, launch, lr, grad_multiplier, step, stream_);
     }
 
     EvalTotals evaluate(const MicroBatch& batch) override {
@@ -366,6 +392,7 @@ private:
         if (plan_.graph.sixteen_bit()) params16_ = persistent_[next++].ptr;
         grads_ = static_cast<float*>(persistent_[next++].ptr);
         if (plan_.graph.optimizer_slots > 0) state_ = static_cast<float*>(persistent_[next++].ptr);
+        if (plan_.graph.optimizer_scratch_floats > 0) optimizer_scratch_ = static_cast<float*>(persistent_[next++].ptr);
         workspace_ = persistent_.back();
 
         // cuBLASLt (linear layers) and cuBLAS (attention) share one workspace: both run on the
@@ -404,6 +431,9 @@ private:
         tensors_.assign(m.tensors.size(), nullptr);
         slots_.assign(plan_.graph.slot_elements.size(), nullptr);
         step_blocks_.reserve(plan_.per_micro_batch.size());
+        // Room for every pass's buffer list, so replaying allocates nothing on the host.
+        captured_.reserve(kCapturedPasses);
+        pass_buffers_.reserve(plan_.per_micro_batch.size());
         // Reserve the per-micro-batch buffers once so that the first update does not pay for
         // cudaMalloc; they wait in the allocator's cache between passes.
         acquire_step_buffers();
@@ -424,6 +454,8 @@ private:
         host_labels_ = nullptr;
         host_inputs_ = host_targets_ = nullptr;
         host_results_ = nullptr;
+        for (CapturedPass& pass : captured_) destroy(pass);
+        captured_.clear();
         if (timing_start_) cudaEventDestroy(timing_start_);
         if (timing_stop_) cudaEventDestroy(timing_stop_);
         timing_start_ = timing_stop_ = nullptr;
@@ -536,7 +568,7 @@ private:
             for (float*& staging : input_staging_) staging = static_cast<float*>(take());
             for (float*& staging : output_staging_) staging = static_cast<float*>(take());
         }
-        attention_scratch_ = static_cast<float*>(take());
+        if (plan_.attention_scratch_floats > 0) attention_scratch_ = static_cast<float*>(take());
     }
 
     // Takes the buffers and stages the micro-batch's inputs and labels.
@@ -601,6 +633,71 @@ private:
         for (size_t o = 0; o < model().ops.size(); ++o) forward_op(static_cast<int>(o), n);
     }
 
+    // A training micro-batch's kernels, enqueued one by one.
+    void run_pass(int64_t n, float grad_scale) {
+        forward(n);
+        loss(n, grad_scale, true);
+        backward(n);
+    }
+
+    // What torch.compile's "reduce-overhead" mode does with CUDA graphs: the hundreds of launches
+    // of a micro-batch become one. A pass's kernels depend on its sample count, on whether it
+    // writes or adds to the gradients (the update's first micro-batch writes them), on the loss's
+    // scale (the normaliser and the fp16 loss scale) and on the buffers the allocator handed it.
+    // A pass seen the first time runs launch by launch; seen again with the same buffers it is
+    // captured as a graph (so cuBLAS has chosen its algorithms outside the capture) and from then
+    // on replayed. Other buffers (after release_cache) run it launch by launch again.
+    void replay_pass(int64_t n, float grad_scale) {
+        pass_buffers_.clear();
+        for (const DeviceBlock& block : step_blocks_) pass_buffers_.push_back(block.ptr);
+        CapturedPass* pass = nullptr;
+        for (CapturedPass& p : captured_)
+            if (p.samples == n && p.overwrites == grads_stale_ && p.grad_scale == grad_scale) pass = &p;
+        if (pass == nullptr) {
+            if (captured_.size() == kCapturedPasses) {  // the oldest makes room
+                destroy(captured_.front());
+                captured_.erase(captured_.begin());
+            }
+            captured_.push_back({.samples = n, .overwrites = grads_stale_, .grad_scale = grad_scale,
+                                 .buffers = pass_buffers_});
+            run_pass(n, grad_scale);
+            return;
+        }
+        if (pass->buffers != pass_buffers_) {
+            destroy(*pass);
+            pass->buffers = pass_buffers_;
+            run_pass(n, grad_scale);
+            return;
+        }
+        if (pass->graph == nullptr) pass->graph = capture_pass(n, grad_scale);
+        TRAINBENCH_CUDA_CHECK(cudaGraphLaunch(pass->graph, stream_));
+    }
+
+    cudaGraphExec_t capture_pass(int64_t n, float grad_scale) {
+        // Thread-local: the loader threads never touch CUDA, and this thread calls nothing that
+        // allocates while capturing (the buffers were taken before, cuBLAS has its workspace).
+        TRAINBENCH_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        cudaGraph_t graph = nullptr;
+        try {
+            run_pass(n, grad_scale);
+        } catch (...) {
+            cudaStreamEndCapture(stream_, &graph);  // leaves the stream usable
+            if (graph != nullptr) cudaGraphDestroy(graph);
+            throw;
+        }
+        TRAINBENCH_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        TRAINBENCH_CUDA_CHECK(status);
+        return exec;
+    }
+
+    static void destroy(CapturedPass& pass) noexcept {
+        if (pass.graph != nullptr) cudaGraphExecDestroy(pass.graph);
+        pass.graph = nullptr;
+    }
+
     void forward_op(int o, int64_t n) {
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
@@ -658,8 +755,12 @@ private:
             }
             case OpKind::attention: {
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-                attention_forward(blas_, input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C,
-                                  op.heads, stream_);
+                if (spec_.fused)
+                    attention_forward(blas_, input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C,
+                                      op.heads, stream_);
+                else
+                    attention_forward_eager(blas_, input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample,
+                                            C, op.heads, stream_);
                 break;
             }
             case OpKind::residual_add: {
@@ -695,8 +796,12 @@ private:
         if (op.kind == OpKind::cross_entropy) {
             const int64_t rows = plan_.graph.rows(op, n);
             auto* sample_correct = static_cast<int32_t*>(workspace_at(plan_.sample_correct_offset));
-            softmax_cross_entropy(values, StorageType::f32, labels_, m.classes, rows, grad_scale, dlogits,
-                                  sample_loss, sample_correct, stream_);
+            if (spec_.fused)
+                softmax_cross_entropy(values, StorageType::f32, labels_, m.classes, rows, grad_scale, dlogits,
+                                      sample_loss, sample_correct, stream_);
+            else
+                softmax_cross_entropy_eager(values, labels_, m.classes, rows, grad_scale, dlogits, sample_loss,
+                                            sample_correct, scratch_, stream_);
             sum_sample_losses(sample_loss, sample_correct, rows, totals, stream_);
         } else {
             mean_squared_error(values, StorageType::f32, static_cast<const float*>(workspace_at(plan_.targets_offset)),
@@ -790,8 +895,12 @@ private:
                 float* dqkv = grad(op.inputs[0]);
                 if (!dqkv) return;
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-                attention_backward(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, attention_scratch_, n,
-                                   op.rows_per_sample, C, op.heads, stream_);
+                if (spec_.fused)
+                    attention_backward(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, attention_scratch_,
+                                       n, op.rows_per_sample, C, op.heads, stream_);
+                else
+                    attention_backward_eager(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, scratch_, n,
+                                             op.rows_per_sample, C, op.heads, stream_);
                 return;
             }
             case OpKind::residual_add:
@@ -821,10 +930,17 @@ private:
     void* params16_ = nullptr;      // 16-bit runs: the working copy the products read
     float* grads_ = nullptr;
     float* state_ = nullptr;
+    float* optimizer_scratch_ = nullptr;  // --fused off: the eager optimizer's temporaries
     DeviceBlock workspace_;
     // zero_grad() was called and no backward pass has run since: the next one overwrites the
     // gradients (first writers) instead of adding to them, as the CPU engine.
     bool grads_stale_ = false;
+
+    // Passes kept as graphs: an update's first and later full micro-batches, a partial last
+    // batch's, and those of a loss scale or normaliser that changed lately.
+    static constexpr size_t kCapturedPasses = 6;
+    std::vector<CapturedPass> captured_;
+    std::vector<void*> pass_buffers_;  // this micro-batch's, compared with a captured pass's
 
     // The current micro-batch's buffers.
     std::vector<DeviceBlock> step_blocks_;
@@ -834,7 +950,7 @@ private:
     float* scratch_ = nullptr;
     std::array<float*, 2> input_staging_{};  // 16-bit runs only (GraphPlan's *_staging_floats)
     std::array<float*, 2> output_staging_{};
-    float* attention_scratch_ = nullptr;
+    float* attention_scratch_ = nullptr;  // fused attention's backward, one head at a time
     int32_t* tokens_ = nullptr;
     const int32_t* labels_ = nullptr;
 

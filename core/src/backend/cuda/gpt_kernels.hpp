@@ -43,6 +43,18 @@ int64_t attention_backward_scratch_floats(int64_t B, int64_t T);
 void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
                         float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
 
+// The products alone, for attention written out op by op (eager_kernels.cu), each one cuBLAS
+// call per head: att's raw scores q k^T; out = att v; dV and G = d(att) = dY V^T into G laid out
+// as att [B, H, T, T]; dQ and dK from G (by then scale * dS).
+void attention_scores(cublasHandle_t blas, const float* qkv, float* att, int64_t B, int64_t T, int64_t C,
+                      int64_t n_head);
+void attention_values(cublasHandle_t blas, const float* qkv, const float* att, float* out, int64_t B, int64_t T,
+                      int64_t C, int64_t n_head);
+void attention_value_gradients(cublasHandle_t blas, const float* dout, const float* qkv, const float* att,
+                               float* dqkv, float* G, int64_t B, int64_t T, int64_t C, int64_t n_head);
+void attention_query_key_gradients(cublasHandle_t blas, const float* qkv, const float* G, float* dqkv, int64_t B,
+                                   int64_t T, int64_t C, int64_t n_head);
+
 // --- embedding_kernels.cu: out [B*T, C] = wte[tokens] + wpe[position]
 void embedding_forward(const int32_t* tokens, const float* wte, const float* wpe, float* out, int64_t B,
                        int64_t T, int64_t C, cudaStream_t stream);

@@ -1,0 +1,309 @@
+// --fused off on the GPU: the ops that the fused executor runs as one kernel, run as eager
+// PyTorch runs them, one kernel per tensor op, each reading and writing its whole tensor
+// (the CPU's eager forms: nn/attention.cpp, nn/loss.cpp, optim/optimizer_step.cpp, with the same
+// float arithmetic).
+//
+// - Attention as nanoGPT writes it out: the scores' products, then `att * scale`,
+//   `masked_fill(-inf)` and `softmax` as three passes over every head's [T, T] matrix; its
+//   backward through the whole [B, H, T, T] gradient of the probabilities (softmax's backward,
+//   the mask's and the scale's, three passes).
+// - The loss as F.cross_entropy runs it: log_softmax, nll_loss, then nll_loss's backward and
+//   log_softmax's backward, each a pass over [rows, V].
+// - The optimizer as torch.optim's single-tensor Adam/AdamW/SGD: tensor by tensor, one kernel per
+//   tensor op (mul_, add_, addcmul_, sqrt, div, add, addcdiv_).
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/eager_kernels.hpp"
+#include "optim/optimizer_step.hpp"
+
+namespace trainbench::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kRowsPerBlock = 8;  // one warp per row
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ double warp_sum(double value) {
+    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
+    return value;
+}
+__device__ __forceinline__ float warp_sum(float value) {
+    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
+    return value;
+}
+__device__ __forceinline__ float warp_max(float value) {
+    for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(kFullMask, value, offset));
+    return value;
+}
+
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+unsigned element_blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
+
+#define TRAINBENCH_GRID_LOOP(i, n) \
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+
+__global__ void scale_kernel(float* x, int64_t n, float factor) {
+    TRAINBENCH_GRID_LOOP(i, n) x[i] = x[i] * factor;
+}
+
+// att[b, h, t, j] = -inf for j > t (masked_fill), or 0 for the gradient's mask.
+__global__ void causal_fill_kernel(float* att, int64_t rows, int64_t T, float value) {
+    TRAINBENCH_GRID_LOOP(i, rows * T) {
+        const int64_t t = (i / T) % T, j = i % T;
+        if (j > t) att[i] = value;
+    }
+}
+
+// softmax over each whole row (the masked entries are -inf: exp gives 0). Float exponentials,
+// their sum in double, as the fused kernel and the CPU.
+__global__ void softmax_rows_kernel(float* att, int64_t rows, int64_t T) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;
+    float* a = att + row * T;
+    float max_score = -INFINITY;
+    for (int64_t j = lane; j < T; j += 32) max_score = fmaxf(max_score, a[j]);
+    max_score = warp_max(max_score);
+    double sum = 0.0;
+    for (int64_t j = lane; j < T; j += 32) {
+        const float e = expf(a[j] - max_score);
+        a[j] = e;
+        sum += e;
+    }
+    const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
+    for (int64_t j = lane; j < T; j += 32) a[j] = a[j] * inv_sum;
+}
+
+// softmax's backward over whole rows: g_j = p_j (g_j - sum_k p_k g_k).
+__global__ void softmax_rows_backward_kernel(const float* att, float* g, int64_t rows, int64_t T) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;
+    const float* p = att + row * T;
+    float* d = g + row * T;
+    double dot = 0.0;
+    for (int64_t j = lane; j < T; j += 32) dot += static_cast<double>(p[j]) * d[j];
+    const float row_dot = static_cast<float>(warp_sum(dot));
+    for (int64_t j = lane; j < T; j += 32) d[j] = p[j] * (d[j] - row_dot);
+}
+
+// log_softmax per row, and whether the row's arg-max (first index on ties) is its label.
+__global__ void log_softmax_kernel(const float* logits, const int32_t* labels, int64_t rows, int64_t V,
+                                   float* log_p, int32_t* sample_correct) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;
+    const float* z = logits + row * V;
+    float max_value = -INFINITY;
+    int64_t max_index = V;
+    for (int64_t c = lane; c < V; c += 32) {
+        const float v = z[c];
+        if (max_index == V || v > max_value) {
+            max_value = v;
+            max_index = c;
+        }
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        const float other_value = __shfl_xor_sync(kFullMask, max_value, offset);
+        const int64_t other_index = __shfl_xor_sync(kFullMask, max_index, offset);
+        if (other_value > max_value || (other_value == max_value && other_index < max_index)) {
+            max_value = other_value;
+            max_index = other_index;
+        }
+    }
+    double exp_sum = 0.0;
+    for (int64_t c = lane; c < V; c += 32) exp_sum += exp(static_cast<double>(z[c] - max_value));
+    exp_sum = warp_sum(exp_sum);
+    const float log_sum = static_cast<float>(log(exp_sum));
+    float* out = log_p + row * V;
+    for (int64_t c = lane; c < V; c += 32) out[c] = (z[c] - max_value) - log_sum;
+    if (lane == 0 && sample_correct != nullptr) sample_correct[row] = max_index == labels[row] ? 1 : 0;
+}
+
+// nll_loss: minus each row's log-probability of its label.
+__global__ void nll_loss_kernel(const float* log_p, const int32_t* labels, int64_t rows, int64_t V,
+                                double* sample_loss) {
+    TRAINBENCH_GRID_LOOP(row, rows) sample_loss[row] = -static_cast<double>(log_p[row * V + labels[row]]);
+}
+
+// nll_loss's backward: -grad_scale at each label, 0 elsewhere.
+__global__ void nll_loss_backward_kernel(const int32_t* labels, int64_t rows, int64_t V, float grad_scale,
+                                         float* d_log_p) {
+    TRAINBENCH_GRID_LOOP(i, rows * V) d_log_p[i] = (i % V) == labels[i / V] ? -grad_scale : 0.0f;
+}
+
+// log_softmax's backward: g - exp(log p) * sum(g) per row (a float sum, as the CPU's).
+__global__ void log_softmax_backward_kernel(const float* d_log_p, const float* log_p, int64_t rows, int64_t V,
+                                            float* dlogits) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;
+    const float* g = d_log_p + row * V;
+    const float* lp = log_p + row * V;
+    float sum = 0.0f;
+    for (int64_t c = lane; c < V; c += 32) sum += g[c];
+    sum = warp_sum(sum);
+    float* out = dlogits + row * V;
+    for (int64_t c = lane; c < V; c += 32) out[c] = g[c] - expf(lp[c]) * sum;
+}
+
+// One tensor op of the optimizer over i in [0, n): out, x and y point at the tensor's first
+// element (of a state slot, the gradient, a temporary).
+enum class TensorOp { scale, add_scaled, add_scaled_square, copy, plus_scaled, sqrt, divide, add_constant, addcdiv };
+
+__global__ void tensor_op_kernel(TensorOp op, float* out, const float* x, const float* y, int64_t n, float a) {
+    TRAINBENCH_GRID_LOOP(i, n) {
+        switch (op) {
+            case TensorOp::scale: out[i] = out[i] * a; break;                       // out.mul_(a)
+            case TensorOp::add_scaled: out[i] = out[i] + a * x[i]; break;           // out.add_(x, alpha=a)
+            case TensorOp::add_scaled_square: out[i] = out[i] + a * x[i] * x[i]; break;  // out.addcmul_(x, x, value=a)
+            case TensorOp::copy: out[i] = x[i]; break;                              // torch.clone(x)
+            case TensorOp::plus_scaled: out[i] = y[i] + a * x[i]; break;            // out = y.add(x, alpha=a)
+            case TensorOp::sqrt: out[i] = sqrtf(x[i]); break;                       // out = x.sqrt()
+            case TensorOp::divide: out[i] = out[i] / a; break;                      // out = out / a
+            case TensorOp::add_constant: out[i] = out[i] + a; break;                // out.add_(a)
+            case TensorOp::addcdiv: out[i] = out[i] + a * x[i] / y[i]; break;        // out.addcdiv_(x, y, value=a)
+        }
+    }
+}
+
+float as_float(double value) { return static_cast<float>(value); }
+
+}  // namespace
+
+void attention_forward_eager(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
+                             int64_t C, int64_t n_head, cudaStream_t stream) {
+    if (B == 0 || T == 0) return;
+    const int64_t rows = B * n_head * T;
+    attention_scores(blas, qkv, att, B, T, C, n_head);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C / n_head)));
+    scale_kernel<<<element_blocks(rows * T), kThreads, 0, stream>>>(att, rows * T, scale);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    causal_fill_kernel<<<element_blocks(rows * T), kThreads, 0, stream>>>(att, rows, T, -INFINITY);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    softmax_rows_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(att, rows, T);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    attention_values(blas, qkv, att, out, B, T, C, n_head);
+}
+
+int64_t attention_backward_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head) { return B * n_head * T * T; }
+
+void attention_backward_eager(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
+                              float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream) {
+    if (B == 0 || T == 0) return;
+    const int64_t rows = B * n_head * T;
+    float* G = scratch;  // [B, H, T, T], laid out as att
+    attention_value_gradients(blas, dout, qkv, att, dqkv, G, B, T, C, n_head);
+    softmax_rows_backward_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(att, G, rows, T);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    causal_fill_kernel<<<element_blocks(rows * T), kThreads, 0, stream>>>(G, rows, T, 0.0f);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C / n_head)));
+    scale_kernel<<<element_blocks(rows * T), kThreads, 0, stream>>>(G, rows * T, scale);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    attention_query_key_gradients(blas, qkv, G, dqkv, B, T, C, n_head);
+}
+
+int64_t cross_entropy_eager_scratch_floats(int64_t classes, int64_t rows) { return 2 * classes * rows; }
+
+void softmax_cross_entropy_eager(const float* logits, const int32_t* labels, int64_t classes, int64_t rows,
+                                 float grad_scale, float* dlogits, double* sample_loss, int32_t* sample_correct,
+                                 float* scratch, cudaStream_t stream) {
+    if (rows == 0) return;
+    float* log_p = scratch;
+    float* d_log_p = scratch + classes * rows;
+    log_softmax_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(logits, labels, rows, classes, log_p,
+                                                                           sample_correct);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    nll_loss_kernel<<<element_blocks(rows), kThreads, 0, stream>>>(log_p, labels, rows, classes, sample_loss);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    if (dlogits == nullptr) return;
+    nll_loss_backward_kernel<<<element_blocks(rows * classes), kThreads, 0, stream>>>(labels, rows, classes,
+                                                                                      grad_scale, d_log_p);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+    log_softmax_backward_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(d_log_p, log_p, rows, classes,
+                                                                                    dlogits);
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+}
+
+bool optimizer_runs_eager(const OptimizerConfig& config) {
+    return config.kind == OptimizerKind::adam || config.kind == OptimizerKind::adamw || config.kind == OptimizerKind::sgd;
+}
+
+void optimizer_step_eager_device(const OptimizerConfig& config, const OptimizerLaunch& launch, double lr,
+                                 double grad_multiplier, int64_t step, const std::vector<ShardRange>& tensors,
+                                 float* scratch, cudaStream_t stream) {
+    if (step < 1) throw std::invalid_argument("optimizer_step_eager_device: step is 1-based");
+    if (!optimizer_runs_eager(config)) throw std::logic_error("optimizer_step_eager_device: a one-pass optimizer");
+    const int64_t n = launch.n;
+    const int64_t decay_end = launch.decay_end < 0 || launch.decay_end > n ? n : launch.decay_end;
+    // The gradients are scaled in place, as clip_grad_norm_ and GradScaler.unscale_ do.
+    auto* grads = const_cast<float*>(launch.grads);
+    auto pass = [&](TensorOp op, float* out, const float* x, const float* y, int64_t count, float a) {
+        tensor_op_kernel<<<element_blocks(count), kThreads, 0, stream>>>(op, out, x, y, count, a);
+        TRAINBENCH_CUDA_CHECK_LAUNCH();
+    };
+    for (const ShardRange& tensor : tensors) {
+        const int64_t b = tensor.begin, count = tensor.end - tensor.begin;
+        if (count <= 0) continue;
+        OptimizerConfig c = config;
+        if (b >= decay_end) c.weight_decay = 0.0;  // the group without decay (nanoGPT's)
+        const double wd = c.resolved_weight_decay();
+        float* param = launch.params + b;
+        float* grad = grads + b;
+        if (grad_multiplier != 1.0) pass(TensorOp::scale, grad, nullptr, nullptr, count, as_float(grad_multiplier));
+        float* temp = scratch;
+        float* temp2 = scratch + count;
+        if (c.kind == OptimizerKind::sgd) {
+            const float* d_p = grad;
+            if (wd != 0.0) {  // d_p = grad.add(param, alpha=wd)
+                pass(TensorOp::plus_scaled, temp2, param, grad, count, as_float(wd));
+                d_p = temp2;
+            }
+            if (c.momentum != 0.0) {
+                float* buf = launch.state + b;
+                const float momentum = as_float(c.momentum);
+                if (step == 1) {
+                    pass(TensorOp::copy, buf, d_p, nullptr, count, 0.0f);
+                } else {
+                    pass(TensorOp::scale, buf, nullptr, nullptr, count, momentum);
+                    pass(TensorOp::add_scaled, buf, d_p, nullptr, count, as_float(1.0 - c.dampening));
+                }
+                if (c.nesterov) {  // d_p = d_p.add(buf, alpha=momentum)
+                    pass(TensorOp::plus_scaled, temp, buf, d_p, count, momentum);
+                    d_p = temp;
+                } else {
+                    d_p = buf;
+                }
+            }
+            pass(TensorOp::add_scaled, param, d_p, nullptr, count, as_float(-lr));
+            continue;
+        }
+        float* exp_avg = launch.state + b;
+        float* exp_avg_sq = launch.state + n + b;
+        const float* g = grad;
+        if (c.kind == OptimizerKind::adamw && wd != 0.0) {
+            pass(TensorOp::scale, param, nullptr, nullptr, count, as_float(1.0 - lr * wd));  // param.mul_(1 - lr wd)
+        } else if (wd != 0.0) {
+            pass(TensorOp::plus_scaled, temp2, param, grad, count, as_float(wd));  // grad.add(param, alpha=wd)
+            g = temp2;
+        }
+        const double steps = static_cast<double>(step);
+        const double bias_correction1 = 1.0 - std::pow(c.beta1, steps);
+        const double bias_correction2 = 1.0 - std::pow(c.beta2, steps);
+        pass(TensorOp::scale, exp_avg, nullptr, nullptr, count, as_float(c.beta1));
+        pass(TensorOp::add_scaled, exp_avg, g, nullptr, count, as_float(1.0 - c.beta1));
+        pass(TensorOp::scale, exp_avg_sq, nullptr, nullptr, count, as_float(c.beta2));
+        pass(TensorOp::add_scaled_square, exp_avg_sq, g, nullptr, count, as_float(1.0 - c.beta2));
+        pass(TensorOp::sqrt, temp, exp_avg_sq, nullptr, count, 0.0f);
+        pass(TensorOp::divide, temp, nullptr, nullptr, count, as_float(std::sqrt(bias_correction2)));
+        pass(TensorOp::add_constant, temp, nullptr, nullptr, count, as_float(c.resolved_eps()));
+        pass(TensorOp::addcdiv, param, exp_avg, temp, count, as_float(-(lr / bias_correction1)));
+    }
+    if (launch.params_16 != nullptr) convert_from_f32(launch.params, launch.params_16, launch.type_16, n, stream);
+}
+
+}  // namespace trainbench::cuda
