@@ -698,10 +698,26 @@ private:
         pass.graph = nullptr;
     }
 
+    // --fused on: a residual add whose sum only a LayerNorm reads (the planner's pair, GraphPlan::
+    // fused_with) runs with it in one kernel, when both summands and the sum share a storage
+    // type. The planner's other pairs (a product and its activation) are the CPU's epilogues:
+    // here each op of those runs alone.
+    int fused_layernorm(int residual) const {
+        if (!spec_.fused) return -1;
+        const OpDesc& op = model().ops[static_cast<size_t>(residual)];
+        const int ln = plan_.graph.fused_with[static_cast<size_t>(residual)];
+        if (op.kind != OpKind::residual_add || ln < 0 || model().ops[static_cast<size_t>(ln)].kind != OpKind::layernorm)
+            return -1;
+        const StorageType type = type_of(op.outputs[0]);
+        return type_of(op.inputs[0]) == type && type_of(op.inputs[1]) == type ? ln : -1;
+    }
+
     void forward_op(int o, int64_t n) {
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
         const int64_t rows = plan_.graph.rows(op, n);
+        const int computed_by = plan_.graph.fused_into[static_cast<size_t>(o)];
+        if (computed_by >= 0 && fused_layernorm(computed_by) == o) return;  // its residual's kernel ran it
         switch (op.kind) {
             case OpKind::linear: {
                 // The operands in the storage type (the working copy in 16-bit runs). Product and
@@ -764,6 +780,16 @@ private:
                 break;
             }
             case OpKind::residual_add: {
+                if (const int ln = fused_layernorm(o); ln >= 0) {
+                    const OpDesc& norm = m.ops[static_cast<size_t>(ln)];
+                    const int64_t C = m.params[static_cast<size_t>(norm.params[0])].shape[0];
+                    residual_layernorm_forward(stored(op.inputs[0]), stored(op.inputs[1]), stored(op.outputs[0]),
+                                               type_of(op.outputs[0]), param(norm.params[0]), param(norm.params[1]),
+                                               stored(norm.outputs[0]), type_of(norm.outputs[0]),
+                                               tensor(norm.outputs[1]), tensor(norm.outputs[2]),
+                                               plan_.graph.rows(norm, n), C, stream_);
+                    return;
+                }
                 const StorageType type = type_of(op.outputs[0]);
                 if (type_of(op.inputs[0]) == type && type_of(op.inputs[1]) == type) {
                     residual_forward(stored(op.inputs[0]), stored(op.inputs[1]), stored(op.outputs[0]), type,

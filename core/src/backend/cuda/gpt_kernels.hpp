@@ -21,6 +21,11 @@ namespace trainbench::cuda {
 // the CPU op does. out may alias inp when both have one type.
 void layernorm_forward(const void* inp, StorageType inp_type, const float* weight, const float* bias, void* out,
                        StorageType out_type, float* mean, float* rstd, int64_t rows, int64_t C, cudaStream_t stream);
+// --fused on: sum = a + b (a, b and sum stored in sum_type), then layernorm_forward of the sum,
+// in one pass over each row; the same bits as residual_forward then layernorm_forward.
+void residual_layernorm_forward(const void* a, const void* b, void* sum, StorageType sum_type, const float* weight,
+                                const float* bias, void* out, StorageType out_type, float* mean, float* rstd,
+                                int64_t rows, int64_t C, cudaStream_t stream);
 // Floats of scratch layernorm_backward needs: per fixed chunk of rows, one row of dweight and
 // one of dbias partial sums (the same chunking as the CPU op, layernorm_backward_scratch_floats).
 int64_t layernorm_backward_scratch_floats_cuda(int64_t C);

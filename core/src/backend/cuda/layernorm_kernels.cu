@@ -53,6 +53,43 @@ __global__ void layernorm_forward_kernel(const X* inp, const float* __restrict__
     for (int64_t i = lane; i < C; i += 32) y[i] = store_from_float<Y>((load_as_float(x[i]) - mu) * rs * weight[i] + bias[i]);
 }
 
+// --fused on: the residual add before a LayerNorm and the LayerNorm itself in one pass (nn/
+// layernorm.cpp's residual_layernorm_forward). Each lane writes its elements of the sum, rounded
+// to the sum's storage as the residual op would, and normalises what it wrote, so the results
+// are the unfused ops' bit for bit.
+template <typename T, typename Y>
+__global__ void residual_layernorm_forward_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ sum_out,
+                                                  const float* __restrict__ weight, const float* __restrict__ bias,
+                                                  Y* __restrict__ out, float* __restrict__ mean,
+                                                  float* __restrict__ rstd, int64_t rows, int64_t C) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;
+    const T* xa = a + row * C;
+    const T* xb = b + row * C;
+    T* x = sum_out + row * C;
+    Y* y = out + row * C;
+    double sum = 0.0;
+    for (int64_t i = lane; i < C; i += 32) {
+        x[i] = store_from_float<T>(load_as_float(xa[i]) + load_as_float(xb[i]));
+        sum += load_as_float(x[i]);
+    }
+    const double m = warp_sum(sum) / static_cast<double>(C);
+    double squares = 0.0;
+    for (int64_t i = lane; i < C; i += 32) {
+        const double d = static_cast<double>(load_as_float(x[i])) - m;
+        squares += d * d;
+    }
+    squares = warp_sum(squares);
+    const float mu = static_cast<float>(m);
+    const float rs = static_cast<float>(1.0 / sqrt(squares / static_cast<double>(C) + kLayerNormEps));
+    if (lane == 0) {
+        mean[row] = mu;
+        rstd[row] = rs;
+    }
+    for (int64_t i = lane; i < C; i += 32) y[i] = store_from_float<Y>((load_as_float(x[i]) - mu) * rs * weight[i] + bias[i]);
+}
+
 // dinp = rstd * (dn - mean(dn) - n * mean(dn * n)) with n = (x - mean) * rstd, dn = weight * dout.
 // dinp may alias dout (each lane reads dy[i] before writing dx[i]).
 template <typename X>
@@ -129,6 +166,20 @@ void layernorm_forward(const void* inp, StorageType inp_type, const float* weigh
         dispatch_storage(out_type, [&]<typename Y>() {
             layernorm_forward_kernel<X, Y><<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(
                 static_cast<const X*>(inp), weight, bias, static_cast<Y*>(out), mean, rstd, rows, C);
+        });
+    });
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+}
+
+void residual_layernorm_forward(const void* a, const void* b, void* sum, StorageType sum_type, const float* weight,
+                                const float* bias, void* out, StorageType out_type, float* mean, float* rstd,
+                                int64_t rows, int64_t C, cudaStream_t stream) {
+    if (rows == 0 || C == 0) return;
+    dispatch_storage(sum_type, [&]<typename T>() {
+        dispatch_storage(out_type, [&]<typename Y>() {
+            residual_layernorm_forward_kernel<T, Y><<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(
+                static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(sum), weight, bias,
+                static_cast<Y*>(out), mean, rstd, rows, C);
         });
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
