@@ -439,7 +439,7 @@ void validate(const RunConfig& c) {
                         "processes");
     }
 
-    if (c.fused == FusedKernels::off && c.preload_device)
+    if (c.fused == FusedKernels::off && c.preload_device && c.device != "cpu")
         reject("preload_device", "--fused off runs the CUDA executor that copies each micro-batch as it comes; leave "
                                  "out --preload-device or use --fused on");
 

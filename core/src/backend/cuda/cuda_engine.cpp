@@ -14,11 +14,10 @@
 
 namespace trainbench {
 
-// MLPs run on the layer-chain engine (which also covers 16-bit storage); every other model on
-// the executor over its description.
 namespace {
-// MLPs run on this engine (with --preload-device), other models and every --fused off run on
-// the graph executor, which has the eager kernels; an MLP asking for both cannot be served.
+// MLPs run on the layer-chain engine (which also covers 16-bit storage and --preload-device);
+// every other model, and every --fused off run, on the executor over its description, which has
+// the eager kernels. An MLP asking for --fused off and --preload-device cannot be served.
 bool runs_on_graph_executor(const EngineSpec& spec) {
     if (spec.model.family != ModelFamily::mlp) return true;
     if (spec.fused) return false;

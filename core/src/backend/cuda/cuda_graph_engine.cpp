@@ -340,7 +340,10 @@ public:
         upload(state_, state);
     }
 
+    // The graphs' own device memory (cudaGraphInstantiate's) is the driver's, outside the
+    // allocator: the report, the plan and --memory-limit leave it out.
     MemoryReport memory() const override { return allocator_.report(); }
+    int64_t graph_launches() const override { return graph_launches_; }
 
     void release_cache() override {
         activate_device();
@@ -651,10 +654,14 @@ private:
         pass_buffers_.clear();
         for (const DeviceBlock& block : step_blocks_) pass_buffers_.push_back(block.ptr);
         CapturedPass* pass = nullptr;
-        for (CapturedPass& p : captured_)
-            if (p.samples == n && p.overwrites == grads_stale_ && p.grad_scale == grad_scale) pass = &p;
+        for (auto p = captured_.begin(); p != captured_.end(); ++p)
+            if (p->samples == n && p->overwrites == grads_stale_ && p->grad_scale == grad_scale) {
+                std::rotate(p, p + 1, captured_.end());  // the most recently used last
+                pass = &captured_.back();
+                break;
+            }
         if (pass == nullptr) {
-            if (captured_.size() == kCapturedPasses) {  // the oldest makes room
+            if (captured_.size() == kCapturedPasses) {  // the least recently used makes room
                 destroy(captured_.front());
                 captured_.erase(captured_.begin());
             }
@@ -671,6 +678,7 @@ private:
         }
         if (pass->graph == nullptr) pass->graph = capture_pass(n, grad_scale);
         TRAINBENCH_CUDA_CHECK(cudaGraphLaunch(pass->graph, stream_));
+        ++graph_launches_;
     }
 
     cudaGraphExec_t capture_pass(int64_t n, float grad_scale) {
@@ -683,6 +691,7 @@ private:
         } catch (...) {
             cudaStreamEndCapture(stream_, &graph);  // leaves the stream usable
             if (graph != nullptr) cudaGraphDestroy(graph);
+            cudaGetLastError();  // the failed capture's error is not the next launch's
             throw;
         }
         TRAINBENCH_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
@@ -966,7 +975,8 @@ private:
     // batch's, and those of a loss scale or normaliser that changed lately.
     static constexpr size_t kCapturedPasses = 6;
     std::vector<CapturedPass> captured_;
-    std::vector<void*> pass_buffers_;  // this micro-batch's, compared with a captured pass's
+    std::vector<void*> pass_buffers_;
+    int64_t graph_launches_ = 0;  // this micro-batch's, compared with a captured pass's
 
     // The current micro-batch's buffers.
     std::vector<DeviceBlock> step_blocks_;

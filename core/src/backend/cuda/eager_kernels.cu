@@ -172,6 +172,8 @@ __global__ void tensor_op_kernel(TensorOp op, float* out, const float* x, const 
 
 float as_float(double value) { return static_cast<float>(value); }
 
+#undef TRAINBENCH_GRID_LOOP
+
 }  // namespace
 
 void attention_forward_eager(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
