@@ -22,7 +22,7 @@
 // each repetition; a case's figure is its median over the repetitions. The cost of a schedule is
 // its time minus "compute only": overlap pays where "overlapped" costs measurably less than "one
 // allreduce".
-#include <mpi.h>
+#include "mpi_job.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -130,23 +130,14 @@ double run(Schedule schedule, Backward& backward, std::vector<float>& gradients,
     return elapsed;
 }
 
-double median(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    const size_t n = values.size();
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const MpiJob job(argc, argv);
+    const int rank = job.rank, size = job.size;
     Options options;
     if (!parse(argc, argv, options)) {
         if (rank == 0) usage(argv[0]);
-        MPI_Finalize();
         return 2;
     }
     Eigen::setNbThreads(1);
@@ -188,6 +179,5 @@ int main(int argc, char** argv) {
         for (size_t s = 0; s < std::size(kSchedules); ++s)
             std::printf("  %-36s %8.2f ms   cost %+7.2f ms\n", kNames[s], median(times[s]), median(times[s]) - compute);
     }
-    MPI_Finalize();
     return 0;
 }

@@ -8,7 +8,7 @@
 //
 // Each repetition starts at a barrier and takes the slower process's time; a figure is the
 // median over the repetitions.
-#include <mpi.h>
+#include "mpi_job.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -21,12 +21,6 @@
 namespace {
 
 constexpr long kPieceFloats = long{1} << 21;  // process_world.cpp's kSumPieceFloats
-
-double median(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    const size_t n = values.size();
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 void reduce_per_block(std::vector<float>& values, const std::vector<int>& counts, int rank) {
     long start = 0, mine = 0;
@@ -46,10 +40,8 @@ void reduce_per_block(std::vector<float>& values, const std::vector<int>& counts
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const MpiJob job(argc, argv);
+    const int rank = job.rank, size = job.size;
     long floats = 0;
     int repetitions = 15;
     bool json = false;
@@ -63,7 +55,6 @@ int main(int argc, char** argv) {
     if (floats < size || floats >= (long{1} << 31) || repetitions < 1) {
         if (rank == 0)
             std::fprintf(stderr, "usage: mpirun -np 2 %s --floats N (< 2^31) [--repetitions R (15)] [--json]\n", argv[0]);
-        MPI_Finalize();
         return 2;
     }
 
@@ -108,6 +99,5 @@ int main(int argc, char** argv) {
                     std::printf("  %-22s %-36s %8.2f ms\n", shapes[shape], methods[method], medians[shape][method]);
         }
     }
-    MPI_Finalize();
     return 0;
 }

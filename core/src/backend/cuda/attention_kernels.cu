@@ -8,22 +8,12 @@
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/gpt_kernels.hpp"
+#include "backend/cuda/warp_reductions.cuh"
 
 namespace trainbench::cuda {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kRowsPerBlock = 8;  // one warp per row of att
-
-__device__ __forceinline__ double warp_sum(double value) {
-    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
-    return value;
-}
-
-__device__ __forceinline__ float warp_max(float value) {
-    for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(kFullMask, value, offset));
-    return value;
-}
 
 // Row t of one (sample, head) pair holds q_t k_j for every key j; it becomes
 // softmax_j<=t(scale * q_t k_j), exactly 0 for j > t. Same operations as the CPU op: scale in

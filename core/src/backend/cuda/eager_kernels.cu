@@ -17,27 +17,14 @@
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/eager_kernels.hpp"
+#include "backend/cuda/warp_reductions.cuh"
 #include "optim/optimizer_step.hpp"
 
 namespace trainbench::cuda {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kRowsPerBlock = 8;  // one warp per row
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ double warp_sum(double value) {
-    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
-    return value;
-}
-__device__ __forceinline__ float warp_sum(float value) {
-    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
-    return value;
-}
-__device__ __forceinline__ float warp_max(float value) {
-    for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(kFullMask, value, offset));
-    return value;
-}
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 unsigned element_blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
@@ -97,23 +84,9 @@ __global__ void log_softmax_kernel(const float* logits, const int32_t* labels, i
     const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
     if (row >= rows) return;
     const float* z = logits + row * V;
-    float max_value = -INFINITY;
-    int64_t max_index = V;
-    for (int64_t c = lane; c < V; c += 32) {
-        const float v = z[c];
-        if (max_index == V || v > max_value) {
-            max_value = v;
-            max_index = c;
-        }
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {
-        const float other_value = __shfl_xor_sync(kFullMask, max_value, offset);
-        const int64_t other_index = __shfl_xor_sync(kFullMask, max_index, offset);
-        if (other_value > max_value || (other_value == max_value && other_index < max_index)) {
-            max_value = other_value;
-            max_index = other_index;
-        }
-    }
+    const ArgMax best = row_argmax(z, V, lane);
+    const float max_value = best.value;
+    const int64_t max_index = best.index;
     double exp_sum = 0.0;
     for (int64_t c = lane; c < V; c += 32) exp_sum += exp(static_cast<double>(z[c] - max_value));
     exp_sum = warp_sum(exp_sum);

@@ -6,37 +6,25 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/gpt_kernels.hpp"
 #include "backend/cuda/storage_types.cuh"
+#include "backend/cuda/warp_reductions.cuh"
 #include "nn/layernorm.hpp"
 
 namespace trainbench::cuda {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kRowsPerBlock = 8;  // one warp per row
 constexpr int kColumnThreads = 256;
 // As nn/layernorm.cpp's kRowChunks, so the planner's scratch (layernorm_backward_scratch_floats)
 // holds the partial sums.
 constexpr int64_t kRowChunks = 64;
 
-// Butterfly sum: every lane ends with the same total, added in the same order on every run.
-__device__ __forceinline__ double warp_sum(double value) {
-    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullMask, value, offset);
-    return value;
-}
-
-// No __restrict__ on inp/out: they may alias (each lane reads x[i] before writing y[i]). X and Y
-// are the storage types of the input and output (fp32, or 16-bit codes computed on in fp32).
+// The rest of a row's LayerNorm once each lane has summed its elements of x (lane, lane + 32, ...)
+// into `sum`: the mean and rstd (statistics in double) and y = (x - mean) * rstd * weight + bias.
+// Each lane reads its own elements of x before writing the same ones of y, so y may alias x.
 template <typename X, typename Y>
-__global__ void layernorm_forward_kernel(const X* inp, const float* __restrict__ weight,
-                                         const float* __restrict__ bias, Y* out, float* __restrict__ mean,
-                                         float* __restrict__ rstd, int64_t rows, int64_t C) {
-    const int lane = threadIdx.x % 32;
-    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
-    if (row >= rows) return;  // whole warps leave together, so the shuffles stay full
-    const X* x = inp + row * C;
-    Y* y = out + row * C;
-    double sum = 0.0;
-    for (int64_t i = lane; i < C; i += 32) sum += load_as_float(x[i]);
+__device__ __forceinline__ void normalise_row(const X* x, double sum, const float* __restrict__ weight,
+                                              const float* __restrict__ bias, Y* y, float* __restrict__ mean,
+                                              float* __restrict__ rstd, int64_t row, int64_t C, int lane) {
     const double m = warp_sum(sum) / static_cast<double>(C);
     double squares = 0.0;
     for (int64_t i = lane; i < C; i += 32) {
@@ -51,6 +39,21 @@ __global__ void layernorm_forward_kernel(const X* inp, const float* __restrict__
         rstd[row] = rs;
     }
     for (int64_t i = lane; i < C; i += 32) y[i] = store_from_float<Y>((load_as_float(x[i]) - mu) * rs * weight[i] + bias[i]);
+}
+
+// No __restrict__ on inp/out: they may alias (each lane reads x[i] before writing y[i]). X and Y
+// are the storage types of the input and output (fp32, or 16-bit codes computed on in fp32).
+template <typename X, typename Y>
+__global__ void layernorm_forward_kernel(const X* inp, const float* __restrict__ weight,
+                                         const float* __restrict__ bias, Y* out, float* __restrict__ mean,
+                                         float* __restrict__ rstd, int64_t rows, int64_t C) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;  // whole warps leave together, so the shuffles stay full
+    const X* x = inp + row * C;
+    double sum = 0.0;
+    for (int64_t i = lane; i < C; i += 32) sum += load_as_float(x[i]);
+    normalise_row(x, sum, weight, bias, out + row * C, mean, rstd, row, C, lane);
 }
 
 // --fused on: the residual add before a LayerNorm and the LayerNorm itself in one pass (nn/
@@ -68,26 +71,13 @@ __global__ void residual_layernorm_forward_kernel(const T* __restrict__ a, const
     const T* xa = a + row * C;
     const T* xb = b + row * C;
     T* x = sum_out + row * C;
-    Y* y = out + row * C;
     double sum = 0.0;
     for (int64_t i = lane; i < C; i += 32) {
-        x[i] = store_from_float<T>(load_as_float(xa[i]) + load_as_float(xb[i]));
-        sum += load_as_float(x[i]);
+        const T value = store_from_float<T>(load_as_float(xa[i]) + load_as_float(xb[i]));
+        x[i] = value;
+        sum += load_as_float(value);
     }
-    const double m = warp_sum(sum) / static_cast<double>(C);
-    double squares = 0.0;
-    for (int64_t i = lane; i < C; i += 32) {
-        const double d = static_cast<double>(load_as_float(x[i])) - m;
-        squares += d * d;
-    }
-    squares = warp_sum(squares);
-    const float mu = static_cast<float>(m);
-    const float rs = static_cast<float>(1.0 / sqrt(squares / static_cast<double>(C) + kLayerNormEps));
-    if (lane == 0) {
-        mean[row] = mu;
-        rstd[row] = rs;
-    }
-    for (int64_t i = lane; i < C; i += 32) y[i] = store_from_float<Y>((load_as_float(x[i]) - mu) * rs * weight[i] + bias[i]);
+    normalise_row(x, sum, weight, bias, out + row * C, mean, rstd, row, C, lane);
 }
 
 // dinp = rstd * (dn - mean(dn) - n * mean(dn * n)) with n = (x - mean) * rstd, dn = weight * dout.

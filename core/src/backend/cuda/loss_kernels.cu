@@ -2,12 +2,12 @@
 // classification, whether its arg-max is right) and d(grad_scale * loss)/d(outputs).
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/storage_types.cuh"
+#include "backend/cuda/warp_reductions.cuh"
 
 namespace trainbench::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr unsigned kFullMask = 0xffffffffu;
 
 // One warp per sample; lanes stride over the classes. The arithmetic follows nn/loss.cpp:
 // float logit differences, exponentials, sums, the loss and the gradient in double, so the
@@ -24,28 +24,14 @@ __global__ void softmax_cross_entropy_kernel(const T* __restrict__ logits,
     const T* z = logits + sample * classes;
 
     // Arg-max with the first index winning ties, as the CPU loss does.
-    float max_value = -INFINITY;
-    int64_t max_index = classes;
-    for (int64_t c = lane; c < classes; c += 32) {
-        const float v = load_as_float(z[c]);
-        if (max_index == classes || v > max_value) {
-            max_value = v;
-            max_index = c;
-        }
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {
-        const float other_value = __shfl_xor_sync(kFullMask, max_value, offset);
-        const int64_t other_index = __shfl_xor_sync(kFullMask, max_index, offset);
-        if (other_value > max_value || (other_value == max_value && other_index < max_index)) {
-            max_value = other_value;
-            max_index = other_index;
-        }
-    }
+    const ArgMax best = row_argmax(z, classes, lane);
+    const float max_value = best.value;
+    const int64_t max_index = best.index;
 
     double exp_sum = 0.0;
     for (int64_t c = lane; c < classes; c += 32)
         exp_sum += exp(static_cast<double>(load_as_float(z[c]) - max_value));
-    for (int offset = 16; offset > 0; offset /= 2) exp_sum += __shfl_xor_sync(kFullMask, exp_sum, offset);
+    exp_sum = warp_sum(exp_sum);
 
     const int32_t label = labels[sample];
     if (lane == 0) {
