@@ -36,10 +36,10 @@ public:
 // MPI counts are ints: a gather's slice holds fewer than 2^31.
 constexpr int64_t kLargestCount = int64_t{1} << 30;
 // The gradient sum runs as one MPI_Allreduce per 8 MiB piece. Measured on this 2-core machine
-// with 2 processes (docs/BENCHMARKS.md, "Overlapping the gradient allreduce"): a 64 MiB
-// allreduce in one call costs twice as much as in 4-16 MiB pieces (Open MPI 4.1's shared-memory
-// path), and a 38 MiB MLP's gradient sum went from 28 to 15 ms per update. Gradients of 8 MiB
-// or less are summed in one call, as before.
+// with 2 processes (docs/BENCHMARKS.md, "The collectives over MPI"): a 64 MiB allreduce in one
+// call costs twice as much as in 8 MiB pieces (Open MPI 4.1's shared-memory path), and a 38 MiB
+// MLP's gradient sum went from 26-32 to 12-13 ms per update. Gradients of 8 MiB or less are
+// summed in one call, as before.
 constexpr int64_t kSumPieceFloats = int64_t{1} << 21;
 
 void check_mpi(int status, const char* what) {
@@ -62,9 +62,9 @@ public:
     void sum(double* values, int64_t n) override { reduce(values, n, MPI_DOUBLE); }
     // One MPI_Reduce per rank's block, to that rank, in 8 MiB pieces, then this rank's sum moved
     // to the start of the buffer. MPI_Reduce_scatter does the same sums, but Open MPI 4.1 took
-    // 4-8x as long here for ZeRO-2's buckets, whose blocks are mostly one rank's whole bucket
-    // and nothing for the others (16 MiB: 35 ms against 4.2; measured with 2 processes on this
-    // machine, docs/BENCHMARKS.md, "Data parallelism").
+    // 3-6x as long here for ZeRO-2's buckets, whose blocks are mostly one rank's whole bucket
+    // and nothing for the others (16 MiB: 37 ms against 10; measured with 2 processes on this
+    // machine, docs/BENCHMARKS.md, "The collectives over MPI").
     void reduce_scatter(float* values, const std::vector<int64_t>& counts) override {
         if (counts.size() != static_cast<size_t>(size_))
             throw Error("internal: a reduce-scatter of " + std::to_string(counts.size()) + " blocks over " +

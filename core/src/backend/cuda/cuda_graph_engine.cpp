@@ -975,8 +975,8 @@ private:
     // batch's, and those of a loss scale or normaliser that changed lately.
     static constexpr size_t kCapturedPasses = 6;
     std::vector<CapturedPass> captured_;
-    std::vector<void*> pass_buffers_;
-    int64_t graph_launches_ = 0;  // this micro-batch's, compared with a captured pass's
+    std::vector<void*> pass_buffers_;  // this micro-batch's, compared with a captured pass's
+    int64_t graph_launches_ = 0;       // passes replayed as graphs (ComputeEngine::graph_launches)
 
     // The current micro-batch's buffers.
     std::vector<DeviceBlock> step_blocks_;
