@@ -6,6 +6,8 @@
    models, a 38 MiB MLP and one allreduce-heavy case.
 2. ZeRO-2's reduce-scatter: MPI_Reduce_scatter against one MPI_Reduce per block
    (bench/mpi/reduce_scatter.cpp), for bucket sizes from a GPT block's to 64 MiB.
+3. ZeRO's all-gather of the updated parameters: one MPI_Allgatherv against 8 MiB pieces
+   (bench/mpi/all_gather.cpp), for the models of (1).
 
 Both run under `mpirun -np 2 --bind-to core`, one thread per process as
 `trainbench-cli --processes 2` runs. Each configuration runs in ROUNDS fresh mpirun jobs; a
@@ -46,6 +48,7 @@ REDUCE_SCATTER_FLOATS = [65536, 1 << 20, 1 << 22, 1 << 24]
 REDUCE_SCATTER_CASES = ["even blocks: MPI_Reduce_scatter", "even blocks: MPI_Reduce per block, 8 MiB pieces",
                         "one process's bucket: MPI_Reduce_scatter",
                         "one process's bucket: MPI_Reduce per block, 8 MiB pieces"]
+ALL_GATHER_CASES = ["one MPI_Allgatherv", "8 MiB pieces"]
 SCHEDULES = ["compute only", "one allreduce after the backward", "8 MiB pieces after the backward",
              "blocking allreduce per bucket",
              "overlapped (Iallreduce per bucket)"]
@@ -53,7 +56,7 @@ SCHEDULES = ["compute only", "one allreduce after the backward", "8 MiB pieces a
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--build", required=True, help="an MPI build folder (BUILD/bench/allreduce_overlap)")
+    parser.add_argument("--build", required=True, help="an MPI build folder (BUILD/bench/allreduce_overlap, reduce_scatter, all_gather)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
     parser.add_argument("--no-doc", action="store_true")
@@ -80,7 +83,11 @@ def run_reduce_scatter(args, floats):
     return mpirun(args, "reduce_scatter", ["--floats", str(floats), "--repetitions", "15"])
 
 
-def write_doc(args, results, scatter, started):
+def run_all_gather(args, floats):
+    return mpirun(args, "all_gather", ["--floats", str(floats), "--repetitions", "15"])
+
+
+def write_doc(args, results, scatter, gather, started):
     command = " ".join(["/usr/bin/python3", *sys.argv]).replace(ROOT + "/", "")
     lines = [BEGIN, "",
              f"{measured_line(started)}, Open MPI "
@@ -112,14 +119,22 @@ def write_doc(args, results, scatter, started):
         cells = " | ".join(f"{statistics.median(r['median_ms'][c] for r in rounds):.2f} ms"
                            for c in REDUCE_SCATTER_CASES)
         lines.append(f"| {floats * 4 / 2**20:.2f} MiB | {cells} |")
+    lines += ["", "**ZeRO's all-gather of the updated parameters.** The same 2 processes, each holding its half of "
+              "the parameters; the whole store in one call or in 8 MiB pieces. Median of 15 repetitions per job, "
+              "median over the jobs.", "",
+              "| parameters | " + " | ".join(ALL_GATHER_CASES) + " |",
+              "| --- | " + " | ".join("---:" for _ in ALL_GATHER_CASES) + " |"]
+    for label, rounds in gather.items():
+        cells = " | ".join(f"{statistics.median(r['median_ms'][c] for r in rounds):.2f} ms" for c in ALL_GATHER_CASES)
+        lines.append(f"| {label.split(':')[0]}: {rounds[0]['floats'] * 4 / 2**20:.2f} MiB | {cells} |")
     lines += ["", END]
-    replace_section(args.doc, BEGIN, END, lines, "The collectives over MPI: overlap, message size, reduce-scatter")
+    replace_section(args.doc, BEGIN, END, lines, "The collectives over MPI: overlap, message size, reduce-scatter, all-gather")
 
 
 def main():
     args = parse_args()
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    results, scatter = {}, {}
+    results, scatter, gather = {}, {}, {}
     for round_index in range(args.rounds):
         for config in CONFIGS:
             print(f"round {round_index + 1}/{args.rounds}: {config['label']} ...", file=sys.stderr, flush=True)
@@ -128,17 +143,25 @@ def main():
             print(f"round {round_index + 1}/{args.rounds}: reduce-scatter of {floats} floats ...", file=sys.stderr,
                   flush=True)
             scatter.setdefault(floats, []).append(run_reduce_scatter(args, floats))
+        for config in CONFIGS:
+            print(f"round {round_index + 1}/{args.rounds}: all-gather of {config['label']} ...", file=sys.stderr,
+                  flush=True)
+            gather.setdefault(config["label"], []).append(run_all_gather(args, config["floats"]))
     for label, rounds in results.items():
         base = statistics.median(r["median_ms"]["compute only"] for r in rounds)
         costs = ", ".join(f"{s}: {statistics.median(r['median_ms'][s] for r in rounds) - base:+.2f} ms"
                           for s in SCHEDULES[1:])
         print(f"{label}: compute {base:.2f} ms; {costs}", file=sys.stderr)
+    for label, rounds in gather.items():
+        print(f"all-gather of {label}: " + ", ".join(
+            f"{c} {statistics.median(r['median_ms'][c] for r in rounds):.2f} ms" for c in ALL_GATHER_CASES),
+            file=sys.stderr)
     for floats, rounds in scatter.items():
         print(f"reduce-scatter of {floats * 4 / 2**20:.2f} MiB: " + ", ".join(
             f"{c} {statistics.median(r['median_ms'][c] for r in rounds):.2f} ms" for c in REDUCE_SCATTER_CASES),
             file=sys.stderr)
     if not args.no_doc:
-        write_doc(args, results, scatter, started)
+        write_doc(args, results, scatter, gather, started)
         print(f"updated {args.doc}", file=sys.stderr)
 
 
