@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "optim/eager_optimizer.hpp"
 #include "parallel/parallel_range.hpp"
 #include "precision/half_float.hpp"
 
@@ -238,102 +239,29 @@ void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* gra
 }
 
 int64_t eager_optimizer_scratch_floats(const OptimizerConfig& config, int64_t largest_tensor) {
-    const bool has_temporaries = config.kind == OptimizerKind::sgd || config.kind == OptimizerKind::adam ||
-                                 config.kind == OptimizerKind::adamw;
-    return has_temporaries ? 2 * largest_tensor : 0;
+    return has_eager_form(config) ? 2 * largest_tensor : 0;
 }
 
 void optimizer_step_eager_cpu(const OptimizerConfig& config, float* params, float* grads, float* state, int64_t n,
                               double lr, double grad_multiplier, int64_t step, int64_t decay_end,
                               const std::vector<ShardRange>& tensors, float* scratch) {
     if (step < 1) throw std::invalid_argument("optimizer_step_eager_cpu: step is 1-based");
-    if (decay_end < 0 || decay_end > n) decay_end = n;
-    // One op of torch's algorithm over [begin, end): out[i] = f(i), on the worker team.
-    auto pass = [](int64_t begin, int64_t end, auto f) {
-        parallel_range(end - begin, 2, [&](int64_t first, int64_t last) {
+    // Each tensor op one pass over its tensor on the worker team.
+    auto run = [](const TensorOpCall& call) {
+        dispatch_tensor_op(call.op, [&](auto op) {
+            parallel_range(call.count, 2, [&](int64_t first, int64_t last) {
 #pragma omp simd
-            for (int64_t i = begin + first; i < begin + last; ++i) f(i);
+                for (int64_t i = first; i < last; ++i)
+                    call.out[i] = tensor_op_value<decltype(op)::value>(call.out, call.x, call.y, i, call.a);
+            });
         });
     };
-    for (const ShardRange& tensor : tensors) {
-        const int64_t b = tensor.begin, e = tensor.end;
-        if (b >= e) continue;
-        OptimizerConfig c = config;
-        if (b >= decay_end) c.weight_decay = 0.0;  // the group without decay (nanoGPT's)
-        const double wd = c.resolved_weight_decay();
-        // clip_grad_norm_ and GradScaler.unscale_ multiply the gradients in place first.
-        if (grad_multiplier != 1.0) {
-            const float factor = as_float(grad_multiplier);
-            pass(b, e, [&](int64_t i) { grads[i] = grads[i] * factor; });
-        }
-        // Temporaries as torch allocates them: element i of the tensor at [i - b].
-        float* temp = scratch;
-        float* temp2 = scratch + (e - b);
-        switch (c.kind) {
-            case OptimizerKind::adam:
-            case OptimizerKind::adamw: {
-                float* exp_avg = state;
-                float* exp_avg_sq = state + n;
-                const float* grad = grads + b;  // [i - b], as the temporaries
-                const float weight_decay = as_float(wd);
-                if (c.kind == OptimizerKind::adamw && wd != 0.0) {
-                    const float shrink = as_float(1.0 - lr * wd);
-                    pass(b, e, [&](int64_t i) { params[i] = params[i] * shrink; });  // param.mul_(1 - lr wd)
-                } else if (wd != 0.0) {
-                    pass(b, e, [&](int64_t i) { temp2[i - b] = grads[i] + weight_decay * params[i]; });  // grad.add(param, alpha=wd)
-                    grad = temp2;
-                }
-                const double steps = static_cast<double>(step);
-                const double bias_correction1 = 1.0 - std::pow(c.beta1, steps);
-                const double bias_correction2 = 1.0 - std::pow(c.beta2, steps);
-                const float neg_step_size = as_float(-(lr / bias_correction1));
-                const float bias_correction2_sqrt = as_float(std::sqrt(bias_correction2));
-                const float beta1 = as_float(c.beta1), beta2 = as_float(c.beta2);
-                const float one_minus_beta1 = as_float(1.0 - c.beta1), one_minus_beta2 = as_float(1.0 - c.beta2);
-                const float eps = as_float(c.resolved_eps());
-                pass(b, e, [&](int64_t i) { exp_avg[i] = exp_avg[i] * beta1; });                    // exp_avg.mul_(beta1)
-                pass(b, e, [&](int64_t i) { exp_avg[i] = exp_avg[i] + one_minus_beta1 * grad[i - b]; });  // .add_(grad, 1 - beta1)
-                pass(b, e, [&](int64_t i) { exp_avg_sq[i] = exp_avg_sq[i] * beta2; });              // exp_avg_sq.mul_(beta2)
-                pass(b, e, [&](int64_t i) { exp_avg_sq[i] = exp_avg_sq[i] + one_minus_beta2 * grad[i - b] * grad[i - b]; });
-                pass(b, e, [&](int64_t i) { temp[i - b] = std::sqrt(exp_avg_sq[i]); });  // denom = exp_avg_sq.sqrt()
-                pass(b, e, [&](int64_t i) { temp[i - b] = temp[i - b] / bias_correction2_sqrt; });
-                pass(b, e, [&](int64_t i) { temp[i - b] = temp[i - b] + eps; });
-                pass(b, e, [&](int64_t i) { params[i] = params[i] + neg_step_size * exp_avg[i] / temp[i - b]; });  // addcdiv_
-                break;
-            }
-            case OptimizerKind::sgd: {
-                const float* d_p = grads + b;  // [i - b], as the temporaries
-                if (wd != 0.0) {
-                    const float weight_decay = as_float(wd);
-                    pass(b, e, [&](int64_t i) { temp2[i - b] = grads[i] + weight_decay * params[i]; });
-                    d_p = temp2;
-                }
-                if (c.momentum != 0.0) {
-                    float* buf = state;
-                    const float momentum = as_float(c.momentum);
-                    if (step == 1) {
-                        pass(b, e, [&](int64_t i) { buf[i] = d_p[i - b]; });  // torch.clone(d_p)
-                    } else {
-                        const float one_minus_dampening = as_float(1.0 - c.dampening);
-                        pass(b, e, [&](int64_t i) { buf[i] = buf[i] * momentum; });
-                        pass(b, e, [&](int64_t i) { buf[i] = buf[i] + one_minus_dampening * d_p[i - b]; });
-                    }
-                    if (c.nesterov) {
-                        pass(b, e, [&](int64_t i) { temp[i - b] = d_p[i - b] + momentum * buf[i]; });  // d_p.add(buf, alpha=momentum)
-                        d_p = temp;
-                    } else {
-                        d_p = buf + b;
-                    }
-                }
-                const float neg_lr = as_float(-lr);
-                pass(b, e, [&](int64_t i) { params[i] = params[i] + neg_lr * d_p[i - b]; });
-                break;
-            }
-            // RMSprop and Adagrad keep their one-pass rule in both forms.
-            case OptimizerKind::rmsprop: rmsprop_step(c, params, grads, state, n, b, e, lr); break;
-            case OptimizerKind::adagrad: adagrad_step(c, params, grads, state, b, e, lr, step); break;
-        }
-    }
+    auto one_pass = [&](const OptimizerConfig& c, int64_t begin, int64_t end) {
+        if (c.kind == OptimizerKind::rmsprop) rmsprop_step(c, params, grads, state, n, begin, end, lr);
+        else adagrad_step(c, params, grads, state, begin, end, lr, step);
+    };
+    for_each_eager_optimizer_op(config, params, grads, state, n, lr, grad_multiplier, step, decay_end, tensors, scratch,
+                                run, one_pass);
 }
 
 const char* optimizer_state_name(const OptimizerConfig& config, int slot) {

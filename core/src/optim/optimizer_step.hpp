@@ -36,7 +36,7 @@ void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* gra
 
 // --fused off: the same update as torch.optim's single-tensor algorithm runs it in eager mode,
 // parameter tensor by parameter tensor (`tensors`: their ranges in [0, n)), each tensor op one
-// pass over the tensor (exp_avg.mul_(beta1), then .add_(grad, alpha=1 - beta1), ...) and its
+// pass over the tensor on the worker team (the sequence in optim/eager_optimizer.hpp) and its
 // temporaries (Adam's denom, a decayed gradient) in `scratch`. The gradient multiplier is its
 // own pass first, as clip_grad_norm_ and GradScaler.unscale_ make it. RMSprop and Adagrad keep
 // their one-pass rule. Equal to optimizer_step_cpu up to float rounding.

@@ -47,6 +47,7 @@
 #include "backend/cuda/linear_products.hpp"
 #include "model/param_layout.hpp"
 #include "nn/activation.hpp"
+#include "optim/eager_optimizer.hpp"
 #include "optim/optimizer_state_tensors.hpp"
 #include "optim/optimizer_step.hpp"
 #include "plan/graph_plan.hpp"
@@ -276,7 +277,7 @@ public:
         launch.decay_end = layout().decay_end;
         launch.params_16 = params16_;
         launch.type_16 = plan_.storage();
-        if (!spec_.fused && optimizer_runs_eager(spec_.optimizer))
+        if (!spec_.fused && has_eager_form(spec_.optimizer))
             optimizer_step_eager_device(spec_.optimizer, launch, lr, grad_multiplier, step,
                                         plan_.graph.optimizer_tensors, optimizer_scratch_, stream_);
         else

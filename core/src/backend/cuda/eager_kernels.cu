@@ -10,7 +10,7 @@
 // - The loss as F.cross_entropy runs it: log_softmax, nll_loss, then nll_loss's backward and
 //   log_softmax's backward, each a pass over [rows, V].
 // - The optimizer as torch.optim's single-tensor Adam/AdamW/SGD: tensor by tensor, one kernel per
-//   tensor op (mul_, add_, addcmul_, sqrt, div, add, addcdiv_).
+//   tensor op, the sequence optim/eager_optimizer.hpp describes for both engines.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -18,7 +18,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/eager_kernels.hpp"
 #include "backend/cuda/warp_reductions.cuh"
-#include "optim/optimizer_step.hpp"
+#include "optim/eager_optimizer.hpp"
 
 namespace trainbench::cuda {
 namespace {
@@ -123,27 +123,11 @@ __global__ void log_softmax_backward_kernel(const float* d_log_p, const float* l
     for (int64_t c = lane; c < V; c += 32) out[c] = g[c] - expf(lp[c]) * sum;
 }
 
-// One tensor op of the optimizer over i in [0, n): out, x and y point at the tensor's first
-// element (of a state slot, the gradient, a temporary).
-enum class TensorOp { scale, add_scaled, add_scaled_square, copy, plus_scaled, sqrt, divide, add_constant, addcdiv };
-
-__global__ void tensor_op_kernel(TensorOp op, float* out, const float* x, const float* y, int64_t n, float a) {
-    TRAINBENCH_GRID_LOOP(i, n) {
-        switch (op) {
-            case TensorOp::scale: out[i] = out[i] * a; break;                       // out.mul_(a)
-            case TensorOp::add_scaled: out[i] = out[i] + a * x[i]; break;           // out.add_(x, alpha=a)
-            case TensorOp::add_scaled_square: out[i] = out[i] + a * x[i] * x[i]; break;  // out.addcmul_(x, x, value=a)
-            case TensorOp::copy: out[i] = x[i]; break;                              // torch.clone(x)
-            case TensorOp::plus_scaled: out[i] = y[i] + a * x[i]; break;            // out = y.add(x, alpha=a)
-            case TensorOp::sqrt: out[i] = sqrtf(x[i]); break;                       // out = x.sqrt()
-            case TensorOp::divide: out[i] = out[i] / a; break;                      // out = out / a
-            case TensorOp::add_constant: out[i] = out[i] + a; break;                // out.add_(a)
-            case TensorOp::addcdiv: out[i] = out[i] + a * x[i] / y[i]; break;        // out.addcdiv_(x, y, value=a)
-        }
-    }
+// One tensor op of the eager optimizer (optim/eager_optimizer.hpp) over its tensor.
+template <TensorOp Op>
+__global__ void tensor_op_kernel(float* out, const float* x, const float* y, int64_t n, float a) {
+    TRAINBENCH_GRID_LOOP(i, n) out[i] = tensor_op_value<Op>(out, x, y, i, a);
 }
-
-float as_float(double value) { return static_cast<float>(value); }
 
 #undef TRAINBENCH_GRID_LOOP
 
@@ -204,81 +188,25 @@ void softmax_cross_entropy_eager(const float* logits, const int32_t* labels, int
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }
 
-bool optimizer_runs_eager(const OptimizerConfig& config) {
-    return config.kind == OptimizerKind::adam || config.kind == OptimizerKind::adamw || config.kind == OptimizerKind::sgd;
-}
-
 void optimizer_step_eager_device(const OptimizerConfig& config, const OptimizerLaunch& launch, double lr,
                                  double grad_multiplier, int64_t step, const std::vector<ShardRange>& tensors,
                                  float* scratch, cudaStream_t stream) {
     if (step < 1) throw std::invalid_argument("optimizer_step_eager_device: step is 1-based");
-    if (!optimizer_runs_eager(config)) throw std::logic_error("optimizer_step_eager_device: a one-pass optimizer");
-    const int64_t n = launch.n;
-    const int64_t decay_end = launch.decay_end < 0 || launch.decay_end > n ? n : launch.decay_end;
-    // The gradients are scaled in place, as clip_grad_norm_ and GradScaler.unscale_ do.
-    auto* grads = const_cast<float*>(launch.grads);
-    auto pass = [&](TensorOp op, float* out, const float* x, const float* y, int64_t count, float a) {
-        tensor_op_kernel<<<element_blocks(count), kThreads, 0, stream>>>(op, out, x, y, count, a);
+    if (!has_eager_form(config)) throw std::logic_error("optimizer_step_eager_device: a one-pass optimizer");
+    auto run = [&](const TensorOpCall& call) {
+        dispatch_tensor_op(call.op, [&](auto op) {
+            tensor_op_kernel<decltype(op)::value>
+                <<<element_blocks(call.count), kThreads, 0, stream>>>(call.out, call.x, call.y, call.count, call.a);
+        });
         TRAINBENCH_CUDA_CHECK_LAUNCH();
     };
-    for (const ShardRange& tensor : tensors) {
-        const int64_t b = tensor.begin, count = tensor.end - tensor.begin;
-        if (count <= 0) continue;
-        OptimizerConfig c = config;
-        if (b >= decay_end) c.weight_decay = 0.0;  // the group without decay (nanoGPT's)
-        const double wd = c.resolved_weight_decay();
-        float* param = launch.params + b;
-        float* grad = grads + b;
-        if (grad_multiplier != 1.0) pass(TensorOp::scale, grad, nullptr, nullptr, count, as_float(grad_multiplier));
-        float* temp = scratch;
-        float* temp2 = scratch + count;
-        if (c.kind == OptimizerKind::sgd) {
-            const float* d_p = grad;
-            if (wd != 0.0) {  // d_p = grad.add(param, alpha=wd)
-                pass(TensorOp::plus_scaled, temp2, param, grad, count, as_float(wd));
-                d_p = temp2;
-            }
-            if (c.momentum != 0.0) {
-                float* buf = launch.state + b;
-                const float momentum = as_float(c.momentum);
-                if (step == 1) {
-                    pass(TensorOp::copy, buf, d_p, nullptr, count, 0.0f);
-                } else {
-                    pass(TensorOp::scale, buf, nullptr, nullptr, count, momentum);
-                    pass(TensorOp::add_scaled, buf, d_p, nullptr, count, as_float(1.0 - c.dampening));
-                }
-                if (c.nesterov) {  // d_p = d_p.add(buf, alpha=momentum)
-                    pass(TensorOp::plus_scaled, temp, buf, d_p, count, momentum);
-                    d_p = temp;
-                } else {
-                    d_p = buf;
-                }
-            }
-            pass(TensorOp::add_scaled, param, d_p, nullptr, count, as_float(-lr));
-            continue;
-        }
-        float* exp_avg = launch.state + b;
-        float* exp_avg_sq = launch.state + n + b;
-        const float* g = grad;
-        if (c.kind == OptimizerKind::adamw && wd != 0.0) {
-            pass(TensorOp::scale, param, nullptr, nullptr, count, as_float(1.0 - lr * wd));  // param.mul_(1 - lr wd)
-        } else if (wd != 0.0) {
-            pass(TensorOp::plus_scaled, temp2, param, grad, count, as_float(wd));  // grad.add(param, alpha=wd)
-            g = temp2;
-        }
-        const double steps = static_cast<double>(step);
-        const double bias_correction1 = 1.0 - std::pow(c.beta1, steps);
-        const double bias_correction2 = 1.0 - std::pow(c.beta2, steps);
-        pass(TensorOp::scale, exp_avg, nullptr, nullptr, count, as_float(c.beta1));
-        pass(TensorOp::add_scaled, exp_avg, g, nullptr, count, as_float(1.0 - c.beta1));
-        pass(TensorOp::scale, exp_avg_sq, nullptr, nullptr, count, as_float(c.beta2));
-        pass(TensorOp::add_scaled_square, exp_avg_sq, g, nullptr, count, as_float(1.0 - c.beta2));
-        pass(TensorOp::sqrt, temp, exp_avg_sq, nullptr, count, 0.0f);
-        pass(TensorOp::divide, temp, nullptr, nullptr, count, as_float(std::sqrt(bias_correction2)));
-        pass(TensorOp::add_constant, temp, nullptr, nullptr, count, as_float(c.resolved_eps()));
-        pass(TensorOp::addcdiv, param, exp_avg, temp, count, as_float(-(lr / bias_correction1)));
-    }
-    if (launch.params_16 != nullptr) convert_from_f32(launch.params, launch.params_16, launch.type_16, n, stream);
+    auto one_pass = [](const OptimizerConfig&, int64_t, int64_t) {
+        throw std::logic_error("optimizer_step_eager_device: a one-pass optimizer");
+    };
+    // The gradients are scaled in place, as clip_grad_norm_ and GradScaler.unscale_ do.
+    for_each_eager_optimizer_op(config, launch.params, const_cast<float*>(launch.grads), launch.state, launch.n, lr,
+                                grad_multiplier, step, launch.decay_end, tensors, scratch, run, one_pass);
+    if (launch.params_16 != nullptr) convert_from_f32(launch.params, launch.params_16, launch.type_16, launch.n, stream);
 }
 
 }  // namespace trainbench::cuda

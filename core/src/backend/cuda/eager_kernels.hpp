@@ -33,11 +33,9 @@ void softmax_cross_entropy_eager(const float* logits, const int32_t* labels, int
                                  float grad_scale, float* dlogits, double* sample_loss, int32_t* sample_correct,
                                  float* scratch, cudaStream_t stream);
 
-// Whether the optimizer has an eager form (Adam, AdamW, SGD); RMSprop and Adagrad keep their one
-// pass in both modes, as on the CPU.
-bool optimizer_runs_eager(const OptimizerConfig& config);
-// torch.optim's single-tensor algorithm over `tensors` (ranges of the flat store), the
-// gradients scaled in place first; then the 16-bit working copy refreshed in a pass of its own.
+// torch.optim's single-tensor algorithm over `tensors` (ranges of the flat store), as
+// optim/eager_optimizer.hpp describes it for optimizers with an eager form (has_eager_form),
+// each tensor op one kernel; then the 16-bit working copy refreshed in a pass of its own.
 // scratch: eager_optimizer_scratch_floats(config, largest tensor) floats.
 void optimizer_step_eager_device(const OptimizerConfig& config, const OptimizerLaunch& launch, double lr,
                                  double grad_multiplier, int64_t step, const std::vector<ShardRange>& tensors,
