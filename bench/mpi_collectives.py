@@ -87,6 +87,16 @@ def run_all_gather(args, floats):
     return mpirun(args, "all_gather", ["--floats", str(floats), "--repetitions", "15"])
 
 
+def median_table(first_column, rows, cases):
+    """A markdown table: one row per (name, the jobs' results), one column per case, each cell the
+    median over the jobs of the case's median_ms."""
+    lines = [f"| {first_column} | " + " | ".join(cases) + " |", "| --- | " + " | ".join("---:" for _ in cases) + " |"]
+    for name, rounds in rows.items():
+        cells = " | ".join(f"{statistics.median(r['median_ms'][c] for r in rounds):.2f} ms" for c in cases)
+        lines.append(f"| {name} | {cells} |")
+    return lines
+
+
 def write_doc(args, results, scatter, gather, started):
     command = " ".join(["/usr/bin/python3", *sys.argv]).replace(ROOT + "/", "")
     lines = [BEGIN, "",
@@ -112,21 +122,14 @@ def write_doc(args, results, scatter, gather, started):
                      f"{costs} | {per_job} |")
     lines += ["", "**ZeRO-2's reduce-scatter.** The same 2 processes; one bucket per call, its blocks "
               "either split evenly between the processes or all of it one process's (the other's block empty). "
-              "Median of 15 repetitions per job, median over the jobs.", "",
-              "| bucket | " + " | ".join(REDUCE_SCATTER_CASES) + " |",
-              "| --- | " + " | ".join("---:" for _ in REDUCE_SCATTER_CASES) + " |"]
-    for floats, rounds in scatter.items():
-        cells = " | ".join(f"{statistics.median(r['median_ms'][c] for r in rounds):.2f} ms"
-                           for c in REDUCE_SCATTER_CASES)
-        lines.append(f"| {floats * 4 / 2**20:.2f} MiB | {cells} |")
+              "Median of 15 repetitions per job, median over the jobs.", ""]
+    lines += median_table("bucket", {f"{floats * 4 / 2**20:.2f} MiB": rounds for floats, rounds in scatter.items()},
+                          REDUCE_SCATTER_CASES)
     lines += ["", "**ZeRO's all-gather of the updated parameters.** The same 2 processes, each holding its half of "
               "the parameters; the whole store in one call or in 8 MiB pieces. Median of 15 repetitions per job, "
-              "median over the jobs.", "",
-              "| parameters | " + " | ".join(ALL_GATHER_CASES) + " |",
-              "| --- | " + " | ".join("---:" for _ in ALL_GATHER_CASES) + " |"]
-    for label, rounds in gather.items():
-        cells = " | ".join(f"{statistics.median(r['median_ms'][c] for r in rounds):.2f} ms" for c in ALL_GATHER_CASES)
-        lines.append(f"| {label.split(':')[0]}: {rounds[0]['floats'] * 4 / 2**20:.2f} MiB | {cells} |")
+              "median over the jobs.", ""]
+    lines += median_table("parameters", {f"{label.split(':')[0]}: {rounds[0]['floats'] * 4 / 2**20:.2f} MiB": rounds
+                                         for label, rounds in gather.items()}, ALL_GATHER_CASES)
     lines += ["", END]
     replace_section(args.doc, BEGIN, END, lines, "The collectives over MPI: overlap, message size, reduce-scatter, all-gather")
 

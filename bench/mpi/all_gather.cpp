@@ -53,21 +53,11 @@ Slices piece_slices(const Slices& whole, long begin, long end) {
 
 int main(int argc, char** argv) {
     const MpiJob job(argc, argv);
-    long floats = 0;
-    int repetitions = 15;
-    bool json = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string flag = argv[i];
-        if (flag == "--json") json = true;
-        else if (flag == "--floats" && i + 1 < argc) floats = std::atol(argv[++i]);
-        else if (flag == "--repetitions" && i + 1 < argc) repetitions = std::atoi(argv[++i]);
-        else floats = -1;
-    }
-    if (floats < job.size || floats >= (long{1} << 31) || repetitions < 1) {
-        if (job.rank == 0)
-            std::fprintf(stderr, "usage: mpirun -np 2 %s --floats N (< 2^31) [--repetitions R (15)] [--json]\n", argv[0]);
-        return 2;
-    }
+    SizeOptions options;
+    if (!parse_size_options(argc, argv, job, options)) return 2;
+    const long floats = options.floats;
+    const int repetitions = options.repetitions;
+    const bool json = options.json;
     std::vector<float> values(static_cast<size_t>(floats));
     const Slices whole = slices_of(floats, job.size);
     std::vector<Slices> pieces;  // prepared once, as the engine would keep them

@@ -42,21 +42,11 @@ void reduce_per_block(std::vector<float>& values, const std::vector<int>& counts
 int main(int argc, char** argv) {
     const MpiJob job(argc, argv);
     const int rank = job.rank, size = job.size;
-    long floats = 0;
-    int repetitions = 15;
-    bool json = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string flag = argv[i];
-        if (flag == "--json") json = true;
-        else if (flag == "--floats" && i + 1 < argc) floats = std::atol(argv[++i]);
-        else if (flag == "--repetitions" && i + 1 < argc) repetitions = std::atoi(argv[++i]);
-        else floats = -1;
-    }
-    if (floats < size || floats >= (long{1} << 31) || repetitions < 1) {
-        if (rank == 0)
-            std::fprintf(stderr, "usage: mpirun -np 2 %s --floats N (< 2^31) [--repetitions R (15)] [--json]\n", argv[0]);
-        return 2;
-    }
+    SizeOptions options;
+    if (!parse_size_options(argc, argv, job, options)) return 2;
+    const long floats = options.floats;
+    const int repetitions = options.repetitions;
+    const bool json = options.json;
 
     std::vector<float> values(static_cast<size_t>(floats));
     const char* shapes[] = {"even blocks", "one process's bucket"};
