@@ -52,12 +52,10 @@ Slices piece_slices(const Slices& whole, long begin, long end) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const MpiJob job(argc, argv);
+    const MpiJob job;
     SizeOptions options;
     if (!parse_size_options(argc, argv, job, options)) return 2;
-    const long floats = options.floats;
-    const int repetitions = options.repetitions;
-    const bool json = options.json;
+    const auto [floats, repetitions, json] = options;
     std::vector<float> values(static_cast<size_t>(floats));
     const Slices whole = slices_of(floats, job.size);
     std::vector<Slices> pieces;  // prepared once, as the engine would keep them

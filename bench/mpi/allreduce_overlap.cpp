@@ -11,8 +11,8 @@
 //   compute only     K chunks of single-thread products (the "backward"), each writing its
 //                    gradient bucket
 //   one allreduce    the same, then one MPI_Allreduce over all buckets (TrainBench up to 30bb684)
-//   8 MiB pieces     the same, then one MPI_Allreduce per 8 MiB of gradients (TrainBench since:
-//                    parallel/process_world.cpp's kSumPieceFloats)
+//   8 MiB pieces     the same, then the engine's own gradient sum (ProcessGroup::sum: one
+//                    MPI_Allreduce per 8 MiB, parallel/process_world.cpp's kSumPieceFloats)
 //   per bucket       the same, with a blocking MPI_Allreduce of each bucket as it completes
 //   overlapped       an MPI_Iallreduce of each bucket as it completes, MPI_Testall on the
 //                    outstanding ones after every chunk, MPI_Waitall at the end (DDP's schedule)
@@ -23,6 +23,7 @@
 // its time minus "compute only": overlap pays where "overlapped" costs measurably less than "one
 // allreduce".
 #include "mpi_job.hpp"
+#include "parallel/process_group.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -35,8 +36,6 @@
 namespace {
 
 using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
-
-constexpr size_t kPieceFloats = size_t{1} << 21;
 
 enum class Schedule { compute_only, one_allreduce, pieces_after, per_bucket, overlapped };
 constexpr Schedule kSchedules[] = {Schedule::compute_only, Schedule::one_allreduce, Schedule::pieces_after,
@@ -120,10 +119,7 @@ double run(Schedule schedule, Backward& backward, std::vector<float>& gradients,
         MPI_Allreduce(MPI_IN_PLACE, gradients.data(), static_cast<int>(gradients.size()), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
     if (schedule == Schedule::pieces_after)
-        for (size_t start = 0; start < gradients.size(); start += kPieceFloats)
-            MPI_Allreduce(MPI_IN_PLACE, gradients.data() + start,
-                          static_cast<int>(std::min(kPieceFloats, gradients.size() - start)), MPI_FLOAT, MPI_SUM,
-                          MPI_COMM_WORLD);
+        trainbench::process_group().sum(gradients.data(), static_cast<int64_t>(gradients.size()));
     if (schedule == Schedule::overlapped) MPI_Waitall(outstanding, requests.data(), MPI_STATUSES_IGNORE);
     double elapsed = now_ms() - start;
     MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -133,7 +129,7 @@ double run(Schedule schedule, Backward& backward, std::vector<float>& gradients,
 }  // namespace
 
 int main(int argc, char** argv) {
-    const MpiJob job(argc, argv);
+    const MpiJob job;
     const int rank = job.rank, size = job.size;
     Options options;
     if (!parse(argc, argv, options)) {

@@ -1,7 +1,8 @@
 #pragma once
-// What the MPI benchmarks share: joining the job (MPI_Finalize when the object goes, on every
-// return path), the options of the benchmarks of one collective over N floats, and the median of
-// a case's repetitions.
+// What the MPI benchmarks share: joining the job as trainbench-cli does (trainbench/processes.hpp;
+// left again when the object goes, on every return path), so that what they time through
+// parallel/process_group.hpp is the engine's own collectives; the options of the benchmarks of
+// one collective over N floats; and the median of a case's repetitions.
 #include <mpi.h>
 
 #include <algorithm>
@@ -10,14 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "trainbench/processes.hpp"
+
 struct MpiJob {
     int rank = 0, size = 1;
-    MpiJob(int& argc, char**& argv) {
-        MPI_Init(&argc, &argv);
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MpiJob() {
+        const trainbench::ProcessWorld world = trainbench::join_process_world();
+        rank = world.rank;
+        size = world.size;
     }
-    ~MpiJob() { MPI_Finalize(); }
+    ~MpiJob() { trainbench::leave_process_world(); }
     MpiJob(const MpiJob&) = delete;
     MpiJob& operator=(const MpiJob&) = delete;
 };

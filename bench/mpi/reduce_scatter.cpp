@@ -1,6 +1,6 @@
-// ZeRO-2's reduce-scatter on this machine: MPI_Reduce_scatter against what
-// parallel/process_world.cpp does instead (one MPI_Reduce per process's block, to that process,
-// in 8 MiB pieces), for the two shapes a ZeRO-2 bucket takes: blocks split evenly over the
+// ZeRO-2's reduce-scatter on this machine: MPI_Reduce_scatter against the engine's own
+// ProcessGroup::reduce_scatter (parallel/process_world.cpp: one MPI_Reduce per process's block,
+// to that process, in 8 MiB pieces), for the two shapes a ZeRO-2 bucket takes: blocks split evenly over the
 // processes (a bucket that straddles the shards), and one process's whole bucket with empty
 // blocks for the others (the common case: most buckets lie inside one process's slice).
 //
@@ -8,45 +8,20 @@
 //
 // Each repetition starts at a barrier and takes the slower process's time; a figure is the
 // median over the repetitions.
-#include "mpi_job.hpp"
-
-#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
 #include <vector>
 
-namespace {
-
-constexpr long kPieceFloats = long{1} << 21;  // process_world.cpp's kSumPieceFloats
-
-void reduce_per_block(std::vector<float>& values, const std::vector<int>& counts, int rank) {
-    long start = 0, mine = 0;
-    for (int root = 0; root < static_cast<int>(counts.size()); ++root) {
-        if (root == rank) mine = start;
-        for (long done = 0; done < counts[static_cast<size_t>(root)]; done += kPieceFloats) {
-            float* piece = values.data() + start + done;
-            const int n = static_cast<int>(std::min(kPieceFloats, counts[static_cast<size_t>(root)] - done));
-            MPI_Reduce(root == rank ? MPI_IN_PLACE : piece, root == rank ? piece : nullptr, n, MPI_FLOAT, MPI_SUM,
-                       root, MPI_COMM_WORLD);
-        }
-        start += counts[static_cast<size_t>(root)];
-    }
-    if (mine > 0) std::memmove(values.data(), values.data() + mine, counts[static_cast<size_t>(rank)] * sizeof(float));
-}
-
-}  // namespace
+#include "mpi_job.hpp"
+#include "parallel/process_group.hpp"
 
 int main(int argc, char** argv) {
-    const MpiJob job(argc, argv);
+    const MpiJob job;
     const int rank = job.rank, size = job.size;
     SizeOptions options;
     if (!parse_size_options(argc, argv, job, options)) return 2;
-    const long floats = options.floats;
-    const int repetitions = options.repetitions;
-    const bool json = options.json;
+    const auto [floats, repetitions, json] = options;
 
     std::vector<float> values(static_cast<size_t>(floats));
     const char* shapes[] = {"even blocks", "one process's bucket"};
@@ -57,6 +32,7 @@ int main(int argc, char** argv) {
         for (int r = 0; r < size; ++r)
             counts[static_cast<size_t>(r)] =
                 shape == 0 ? static_cast<int>(floats / size + (r < floats % size)) : (r == 0 ? static_cast<int>(floats) : 0);
+        const std::vector<int64_t> counts64(counts.begin(), counts.end());
         std::vector<double> times[2];
         for (int repetition = -1; repetition < repetitions; ++repetition)
             for (int m = 0; m < 2; ++m) {
@@ -67,7 +43,7 @@ int main(int argc, char** argv) {
                 if (method == 0)
                     MPI_Reduce_scatter(MPI_IN_PLACE, values.data(), counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
                 else
-                    reduce_per_block(values, counts, rank);
+                    trainbench::process_group().reduce_scatter(values.data(), counts64);
                 double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
                 MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
                 if (repetition >= 0) times[method].push_back(ms);  // the first round warms up
