@@ -24,7 +24,7 @@ enum class Technique {
     empty_cache,             // release the allocator cache every N updates
     optimizer_choice,        // sgd against adam (adam when the baseline is not adam)
     data_preloading,         // prefetch 2 micro-batches on a loader thread (or off)
-    fused_kernels,           // --fused toggled: what torch.compile does (CPU only)
+    fused_kernels,           // --fused toggled: what torch.compile does
     peft_lora,               // GPT only: LoRA rank 8 on attn and mlp, the base frozen (or LoRA off)
     // Several processes (they need ComparisonOptions::run_processes):
     data_parallel,           // 2 processes sharing each global batch, the cores divided among them

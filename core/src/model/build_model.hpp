@@ -44,10 +44,10 @@ struct GptShape {
 // "<module>.lora_B.weight") and listed after the base tensors, so a seed draws the same base
 // weights with and without them.
 ModelDesc build_gpt(const GptShape& shape);
-// Whether parameter name is a LoRA adapter's tensor.
 // A LoRA adapter's tensors are its module's name + these suffixes, as PEFT names them.
 inline const std::string kLoraASuffix = ".lora_A.weight";
 inline const std::string kLoraBSuffix = ".lora_B.weight";
+// Whether parameter name is a LoRA adapter's tensor.
 bool is_lora_adapter(const std::string& name);
 
 // A small image classifier as torch's tutorials write it: per entry of `channels` a block of

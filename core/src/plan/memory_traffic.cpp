@@ -1,6 +1,7 @@
 #include "plan/memory_traffic.hpp"
 
 #include "nn/conv2d.hpp"
+#include "optim/eager_optimizer.hpp"
 
 namespace trainbench {
 namespace {
@@ -149,7 +150,7 @@ private:
 int64_t optimizer_floats_per_element(const GraphPlan& plan, const OptimizerConfig& optimizer, bool decayed) {
     const bool decay = decayed && optimizer.resolved_weight_decay() != 0.0;
     const int slots = plan.optimizer_slots;
-    if (plan.fused || optimizer.kind == OptimizerKind::rmsprop || optimizer.kind == OptimizerKind::adagrad)
+    if (plan.fused || !has_eager_form(optimizer))
         return 3 + 2 * slots;  // the parameter and its gradient read, the parameter written, each slot read and written
     switch (optimizer.kind) {
         case OptimizerKind::adam:
