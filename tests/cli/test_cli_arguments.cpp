@@ -91,8 +91,6 @@ private slots:
             << QStringList{"--dataset", "csv:/nonexistent/data.csv"} << 1 << "/nonexistent/data.csv";
         QTest::newRow("malformed csv") << QStringList{"--dataset", "csv:MALFORMED"} << 1 << "oops";
         QTest::newRow("unknown fused") << QStringList{"--fused", "maybe"} << 2 << "expected on or off";
-        QTest::newRow("eager kernels with device preload")
-            << QStringList{"--fused", "off", "--preload-device", "--device", "cuda"} << 2 << "--fused on";
         QTest::newRow("missing init weights")
             << QStringList{"--init-weights", "/nonexistent/w.safetensors"} << 1 << "/nonexistent/w.safetensors";
     }

@@ -1,5 +1,5 @@
-// The CUDA executor over model descriptions (backend/cuda/cuda_graph_engine.cpp) against the CPU
-// one, which test_gpt_model.cpp pins to PyTorch: on nanoGPT's model at L2 H4 C32 V65, the loss
+// The CUDA engine, the executor over model descriptions (backend/cuda/cuda_engine.cpp), against
+// the CPU one, which test_gpt_model.cpp pins to PyTorch: on nanoGPT's model at L2 H4 C32 V65, the loss
 // and every gradient of one micro-batch, then the weights after 10 AdamW updates with step_size 2
 // and clipping, at T = 16 (the fixtures' weights and batches) and T = 13 (a context no tile
 // divides). Mixed precision (bf16, fp16) against the CPU executor's own 16-bit runs, which share
@@ -26,9 +26,6 @@
 #include "trainbench/trainer.hpp"
 #include "trainbench/weights.hpp"
 
-#ifdef TRAINBENCH_WITH_CUDA
-#include "backend/cuda/cuda_graph_engine.hpp"
-#endif
 
 using namespace trainbench;
 
@@ -231,7 +228,7 @@ class TestCudaGraphEngine : public QObject {
     Q_OBJECT
 private slots:
 #ifndef TRAINBENCH_WITH_CUDA
-    void cuda_graph_engine() { QSKIP(("CUDA graph engine not tested: " + cuda_unavailable_reason()).c_str()); }
+    void cuda_engine() { QSKIP(("CUDA engine not tested: " + cuda_unavailable_reason()).c_str()); }
 #else
     // Needs no GPU: a 16-bit plan keeps fp32 master weights, gradients and optimizer state, and
     // stores the working weights and the activations in 16 bits (LayerNorm's statistics and the
@@ -254,13 +251,53 @@ private slots:
         }
     }
 
-    // Needs no GPU: make_cuda_engine's plan for a GPT is the graph executor's.
-    void gpt_plans_route_to_the_graph_executor() {
-        const EngineSpec spec = gpt_spec(shape_with_context(16));
-        QVERIFY(plan_cuda_engine_memory(spec) == plan_cuda_graph_memory(spec));
-        const BytesByCategory bytes = plan_cuda_graph_memory(spec);
-        QVERIFY(bytes[size_t(MemoryCategory::activations)] > 0);
-        QVERIFY(bytes[size_t(MemoryCategory::optimizer_state)] > bytes[size_t(MemoryCategory::parameters)]);  // AdamW: 2 slots
+    // Needs no GPU: both engines plan from one description, so the activations they keep (the
+    // checkpoint segments the model builder chose), the parameters, gradients and optimizer
+    // state are the same tensors on both, for an MLP and a GPT, with and without checkpointing,
+    // in fp32 and bf16: the same bytes up to each allocator's rounding of a buffer (512 bytes on
+    // CUDA, 64 on the CPU), within 1% on these sizes. Only the workspaces differ (cuBLAS's, the
+    // CPU's packed weights).
+    void both_engines_plan_the_same_tensors() {
+        std::vector<std::pair<QString, EngineSpec>> specs;
+        for (Precision precision : {Precision::fp32, Precision::bf16}) {
+            for (bool checkpointing : {false, true}) {
+                const QString tag = QString("%1, checkpointing %2")
+                                        .arg(QString::fromStdString(to_string(precision)))
+                                        .arg(checkpointing ? "on" : "off");
+                specs.emplace_back("GPT " + tag, gpt_spec(shape_with_context(64, 64), 8, checkpointing, precision));
+                EngineSpec mlp;
+                mlp.model = build_mlp({784, 256, 256, 256, 256, 10}, Activation::relu, 10);
+                mlp.optimizer.kind = OptimizerKind::adam;
+                mlp.precision = precision;
+                mlp.gradient_checkpointing = checkpointing;
+                mlp.max_micro_batch = mlp.max_eval_batch = 64;
+                mlp.threads = 1;
+                specs.emplace_back("MLP " + tag, mlp);
+            }
+        }
+        std::map<QString, int64_t> activations;
+        for (const auto& [name, spec] : specs) {
+            const BytesByCategory cpu = plan_cpu_engine_memory(spec), cuda = plan_cuda_engine_memory(spec);
+            for (MemoryCategory c : {MemoryCategory::parameters, MemoryCategory::master_weights, MemoryCategory::gradients,
+                                     MemoryCategory::optimizer_state, MemoryCategory::activations}) {
+                const std::string category(to_string(c));
+                const double gap = std::abs(double(cuda[size_t(c)] - cpu[size_t(c)]));
+                QVERIFY2(gap <= 0.01 * double(cpu[size_t(c)]),
+                         qPrintable(QString("%1, %2: CUDA plans %3 bytes, the CPU %4")
+                                        .arg(name, QString::fromUtf8(category.data(), int(category.size())))
+                                        .arg(cuda[size_t(c)])
+                                        .arg(cpu[size_t(c)])));
+            }
+            activations[name] = cuda[size_t(MemoryCategory::activations)];
+        }
+        for (const QString model : {"GPT", "MLP"})
+            for (const QString precision : {"fp32", "bf16"}) {
+                const int64_t plain = activations[model + " " + precision + ", checkpointing off"];
+                const int64_t kept = activations[model + " " + precision + ", checkpointing on"];
+                qInfo("%s %s activations: %lld bytes, %lld with checkpointing", qPrintable(model), qPrintable(precision),
+                      (long long)plain, (long long)kept);
+                QVERIFY2(kept < plain, qPrintable(model + " " + precision + ": checkpointing keeps no fewer bytes"));
+            }
     }
 
     // Needs no GPU: --fused off adds the eager workspaces (the whole gradient of every head's
@@ -269,8 +306,8 @@ private slots:
     void eager_plans_add_only_workspace() {
         const GptShape shape = shape_with_context(64, 64);
         for (Precision precision : {Precision::fp32, Precision::bf16}) {
-            const BytesByCategory fused = plan_cuda_graph_memory(gpt_spec(shape, 8, false, precision, true));
-            const BytesByCategory eager = plan_cuda_graph_memory(gpt_spec(shape, 8, false, precision, false));
+            const BytesByCategory fused = plan_cuda_engine_memory(gpt_spec(shape, 8, false, precision, true));
+            const BytesByCategory eager = plan_cuda_engine_memory(gpt_spec(shape, 8, false, precision, false));
             for (int c = 0; c < kMemoryCategoryCount; ++c) {
                 if (c == int(MemoryCategory::workspace)) continue;
                 QCOMPARE(eager[size_t(c)], fused[size_t(c)]);
@@ -351,9 +388,8 @@ private slots:
         QCOMPARE(evaluations[0].correct, evaluations[1].correct);
     }
 
-    // An MLP with --fused off runs on the executor (make_cuda_engine routes it there from the
-    // layer-chain engine): eager loss and Adam against the layer-chain engine's fused ones.
-    void eager_mlp_runs_on_the_executor() {
+    // An MLP with --fused off: eager loss and Adam against the fused ones.
+    void eager_mlp_gives_the_fused_update() {
         REQUIRE_GPU();
         constexpr int64_t samples = 16, features = 12, classes = 5;
         std::mt19937_64 random(8);
@@ -387,7 +423,7 @@ private slots:
             evaluations[fused] = engine->evaluate(batch);
         }
         const TensorComparison c = compare_tensors(weights[0], weights[1]);
-        qInfo("MLP --fused off (executor) vs on (layer-chain engine) after 5 Adam updates: weights per tensor worst %s, "
+        qInfo("MLP --fused off vs on after 5 Adam updates: weights per tensor worst %s, "
               "last loss %.9g vs %.9g", qPrintable(c.per_tensor.text()), losses[0], losses[1]);
         QVERIFY2(c.per_tensor.error < 1e-5, qPrintable(QString("MLP weights, worst %1").arg(c.per_tensor.text())));
         QVERIFY2(std::abs(losses[0] - losses[1]) < 1e-5 * std::abs(losses[1]), "MLP --fused off vs on: losses differ");
@@ -496,8 +532,7 @@ private slots:
         QVERIFY(!same_bits(initial, got.weights));
     }
 
-    // Models of features rather than tokens run on the executor too (make_cuda_engine keeps them
-    // on the layer-chain engine; this calls the executor directly): staging, labels, targets.
+    // Models of features rather than tokens: staging, labels, targets.
     void runs_feature_models_like_the_cpu_graph_engine_data() {
         QTest::addColumn<int>("classes");  // 0: regression (MSE)
         QTest::newRow("classification") << 3;
@@ -527,7 +562,7 @@ private slots:
         batch.targets = targets.data();
         batch.count = samples;
         auto cpu = make_cpu_engine(spec);
-        auto gpu = make_cuda_graph_engine(spec);
+        auto gpu = make_cuda_engine(spec);
         const ModelWeights initial = init_weights(spec.model, 3);
         cpu->set_weights(initial);
         gpu->set_weights(initial);
@@ -638,7 +673,7 @@ private slots:
         };
         const Run fp32 = run(make_cpu_engine(spec_for(Precision::fp32)));
         const Run cpu = run(make_cpu_engine(spec_for(sixteen)));
-        const Run cuda = run(gpt ? make_cuda_engine(spec_for(sixteen)) : make_cuda_graph_engine(spec_for(sixteen)));
+        const Run cuda = run(make_cuda_engine(spec_for(sixteen)));
         const QString name = QString("%1 %2").arg(gpt ? "GPT" : "MLP").arg(QString::fromStdString(to_string(sixteen)));
 
         const double loss_gap = std::abs(cuda.loss - cpu.loss), loss_own = std::abs(cpu.loss - fp32.loss);

@@ -108,7 +108,7 @@ public:
     // Wall time the update so far spent in the engine's collectives (sum_gradients, ZeRO's
     // gathers), since begin_update_timing.
     virtual double collective_ms() const { return 0.0; }
-    // CUDA graph executor: micro-batch passes replayed as CUDA graphs so far (0 elsewhere).
+    // CUDA engine: micro-batch passes replayed as CUDA graphs so far (0 elsewhere).
     virtual int64_t graph_launches() const { return 0; }
 
     // cudaMemGetInfo on CUDA (used, total); zeros on CPU.

@@ -439,10 +439,6 @@ void validate(const RunConfig& c) {
                         "processes");
     }
 
-    if (c.fused == FusedKernels::off && c.preload_device && c.device != "cpu")
-        reject("preload_device", "--fused off runs the CUDA executor that copies each micro-batch as it comes; leave "
-                                 "out --preload-device or use --fused on");
-
     if (c.zero > 0 && c.device != "cpu")
         reject("zero", "ZeRO shards the CPU engine's optimizer state only for now; use --device cpu or --zero 0");
 

@@ -1,359 +1,1125 @@
-#include "backend/cuda/cuda_engine.hpp"
+// The CUDA engine: the executor over a model description, one switch over op kinds for the
+// forward and one for the backward, as backend/cpu/graph_engine.cpp, on device buffers the
+// planner (plan/graph_plan.cpp) laid out. Every model family it has kernels for (MLP, GPT) runs
+// here, so the checkpoint segments, the parameter layout and the rounding points are the CPU
+// engine's. Linear layers are cuBLASLt products (linear_products.hpp),
+// attention uses cuBLAS strided-batched products, the rest are the engine's own kernels
+// (gpt_kernels.hpp, kernels.hpp), all deterministic, all on one stream. With --fused off the
+// attention, the loss and the optimizer run one tensor op at a time as eager PyTorch does
+// (eager_kernels.hpp).
+//
+// Mixed precision (bf16, fp16) follows the CPU executor's rounding points, so that both engines
+// compute the same function: fp32 master weights, gradients and optimizer state; activations and
+// a working copy of the weights in 16 bits (the optimizer kernel refreshes the copy). A linear
+// op's products read the 16-bit working copy and 16-bit activations on the tensor cores with
+// fp32 accumulation; the bias (from the working copy) is added in fp32 before the one rounding
+// into the output. Its backward rounds the output gradient to 16 bits for its products and keeps
+// the input gradient in fp32. LayerNorm, the residual add and the activations read and write
+// 16-bit storage directly (widen on load, one rounding on store); attention, the embedding and
+// the loss widen their 16-bit inputs into the planner's fp32 stagings, run their fp32 kernels,
+// and round their results. LayerNorm's statistics and all activation gradients stay fp32.
+//
+// Memory: the planner's buffers, with their categories and in its order, except the packed
+// weights block and the weight staging, which only the CPU's products read; plus what CUDA
+// needs besides (the cuBLAS/cuBLASLt workspace, the loss and norm reductions, the labels of a
+// feature model, d(att) of one head for the attention backward, and with --preload-device the
+// train split), planned in make_device_plan. The engine allocates exactly that list and
+// plan_cuda_engine_memory sums it, so plan == allocation holds
+// by construction. Per-micro-batch buffers are taken from the caching DeviceAllocator when a
+// pass starts and returned when it ends; the same sizes in the same order come back from its
+// cache, so the steady state allocates nothing.
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "backend/compute_engine.hpp"
 #include "backend/cuda/cuda_check.hpp"
-#include "backend/cuda/cuda_graph_engine.hpp"
+#include "backend/cuda/device_allocator.hpp"
+#include "backend/cuda/eager_kernels.hpp"
+#include "backend/cuda/gemm.hpp"
+#include "backend/cuda/gpt_kernels.hpp"
 #include "backend/cuda/kernels.hpp"
+#include "backend/cuda/linear_products.hpp"
 #include "model/param_layout.hpp"
+#include "nn/activation.hpp"
+#include "optim/eager_optimizer.hpp"
+#include "optim/optimizer_state_tensors.hpp"
 #include "optim/optimizer_step.hpp"
+#include "plan/graph_plan.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
-
-namespace {
-// MLPs run on the layer-chain engine (which also covers 16-bit storage and --preload-device);
-// every other model, and every --fused off run, on the executor over its description, which has
-// the eager kernels. An MLP asking for --fused off and --preload-device cannot be served.
-bool runs_on_graph_executor(const EngineSpec& spec) {
-    if (spec.model.family != ModelFamily::mlp) return true;
-    if (spec.fused) return false;
-    if (spec.preload != nullptr)  // validation refuses --fused off with --preload-device
-        throw std::logic_error("internal: --fused off with --preload-device reached the CUDA engine");
-    return true;
-}
-}  // namespace
-
-std::array<int64_t, kMemoryCategoryCount> plan_cuda_engine_memory(const EngineSpec& spec) {
-    if (runs_on_graph_executor(spec)) return plan_cuda_graph_memory(spec);
-    return cuda::planned_bytes(cuda::make_engine_layout(spec));
-}
-
-std::unique_ptr<ComputeEngine> make_cuda_engine(const EngineSpec& spec) {
-    if (runs_on_graph_executor(spec)) return make_cuda_graph_engine(spec);
-    return std::make_unique<cuda::CudaEngine>(spec);
-}
-
 namespace cuda {
 namespace {
+
+constexpr const char* kNoConvolutions =
+    "the CUDA engine has no convolution kernels yet: train the CNN with --device cpu, or use --model mlp on the GPU";
+constexpr const char* kNoLora =
+    "the CUDA engine has no LoRA kernels yet: fine-tune with --device cpu, or leave out --lora-rank on the GPU";
+
+constexpr int64_t kByteAlignment = 256;
+
+int64_t align_up(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+// Appends `bytes` to a block being laid out and returns where they start.
+int64_t take(int64_t& cursor, int64_t bytes) {
+    const int64_t offset = align_up(cursor, kByteAlignment);
+    cursor = offset + bytes;
+    return offset;
+}
+
+// What the device holds for one EngineSpec.
+struct DevicePlan {
+    GraphPlan graph;
+    // Of the activations and the working weights.
+    StorageType storage() const { return storage_type_for(graph.precision); }
+    // Allocation order. Persistent: parameters, [16-bit working copy], gradients, [optimizer
+    // state], [eager optimizer scratch], [preloaded train split], CUDA workspace.
+    // Per micro-batch: the planner's (tokens, tensors, recompute slots, gradient block, kernel
+    // scratch), then the fused attention backward's scratch.
+    std::vector<PlannedBuffer> persistent;
+    std::vector<PlannedBuffer> per_micro_batch;
+
+    // The CUDA workspace block, in bytes from its start.
+    int64_t gemm_workspace_offset = 0;
+    int64_t gemm_workspace_bytes = 0;
+    int64_t norm_partials_offset = 0;  // double[kSumSquaresPartials]
+    int64_t norm_result_offset = 0;    // double
+    int64_t totals_offset = 0;         // double[2]: loss sum, correct count
+    int64_t sample_loss_offset = 0;    // double per loss term
+    int64_t sample_correct_offset = 0; // int32 per loss term
+    int64_t labels_offset = -1;        // int32 per loss term (feature models; token models use the planner's)
+    int64_t targets_offset = -1;       // float per sample (regression)
+    int64_t indices_offset = -1;       // int64 per sample: rows of the preloaded split
+    int64_t workspace_bytes = 0;
+
+    // --preload-device (feature models): the train split, copied once, gathered per micro-batch.
+    // Features as the data set holds them (u8 pixels or fp32 values), then labels or targets.
+    int64_t preload_features_offset = 0;
+    int64_t preload_labels_offset = 0;
+    int64_t preload_bytes = 0;
+
+    int64_t attention_scratch_floats = 0;
+
+    BytesByCategory bytes() const {
+        BytesByCategory total{};
+        for (const auto* list : {&persistent, &per_micro_batch})
+            for (const PlannedBuffer& b : *list)
+                total[static_cast<size_t>(b.category)] += DeviceAllocator::rounded_size(b.bytes);
+        return total;
+    }
+};
+
+DevicePlan make_device_plan(const EngineSpec& spec) {
+    for (const OpDesc& op : spec.model.ops)
+        if (op.kind == OpKind::conv2d || op.kind == OpKind::max_pool) throw Error(kNoConvolutions);
+    for (const OpDesc& op : spec.model.ops)
+        if (op.kind == OpKind::lora_linear) throw Error(kNoLora);
+    DevicePlan plan;
+    // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
+    // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too, and
+    // with --fused off the eager attention's and loss's buffers, which are the same size on
+    // both engines. The planner's fusions are the CPU executor's; this executor runs its own
+    // fused kernels, or with --fused off the eager ones (eager_kernels.hpp), whose optimizer
+    // temporaries the planner also sizes.
+    plan.graph = make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),
+                                 {.threads = 1,
+                                  .optimizer = spec.optimizer,
+                                  .checkpointing = spec.gradient_checkpointing,
+                                  .precision = spec.precision,
+                                  .fused = spec.fused});
+    const GraphPlan& g = plan.graph;
+    const ModelDesc& m = g.model;
+    // The planner's persistent buffers end with the packed weights, and a 16-bit run's
+    // per-micro-batch ones with the weight staging (see the file comment).
+    for (size_t i = 0; i + 1 < g.first_step_buffer; ++i) plan.persistent.push_back(g.buffers[i]);
+    const size_t step_end = g.buffers.size() - (g.sixteen_bit() ? 1 : 0);
+    for (size_t i = g.first_step_buffer; i < step_end; ++i) plan.per_micro_batch.push_back(g.buffers[i]);
+
+    int64_t needed_scratch = 0;
+    for (const OpDesc& op : m.ops) {
+        if (op.kind == OpKind::layernorm) {
+            const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
+            needed_scratch = std::max(needed_scratch, layernorm_backward_scratch_floats_cuda(C));
+        } else if (op.kind == OpKind::attention && spec.fused) {
+            plan.attention_scratch_floats = std::max(plan.attention_scratch_floats,
+                                                     attention_backward_scratch_floats(g.micro_batch, op.rows_per_sample));
+        } else if (op.kind == OpKind::attention) {
+            needed_scratch = std::max(needed_scratch, attention_backward_eager_scratch_floats(
+                                                          g.micro_batch, op.rows_per_sample, op.heads));
+        } else if (op.kind == OpKind::cross_entropy && !spec.fused) {
+            needed_scratch = std::max(needed_scratch,
+                                      cross_entropy_eager_scratch_floats(m.classes, g.rows(op, g.micro_batch)));
+        }
+    }
+    if (needed_scratch > g.scratch_floats)
+        throw std::logic_error("CUDA engine: the planner's scratch is smaller than its kernels need");
+    // The fused attention's backward works one head at a time in a scratch of its own.
+    if (plan.attention_scratch_floats > 0)
+        plan.per_micro_batch.push_back({MemoryCategory::workspace, plan.attention_scratch_floats * 4});
+
+    const int64_t loss_terms = g.micro_batch * m.loss_terms_per_sample;
+    int64_t work = 0;
+    plan.gemm_workspace_bytes = static_cast<int64_t>(GemmRunner::kWorkspaceBytes);
+    plan.gemm_workspace_offset = take(work, plan.gemm_workspace_bytes);
+    plan.norm_partials_offset = take(work, kSumSquaresPartials * 8);
+    plan.norm_result_offset = take(work, 8);
+    plan.totals_offset = take(work, 2 * 8);
+    plan.sample_loss_offset = take(work, loss_terms * 8);
+    plan.sample_correct_offset = take(work, loss_terms * 4);
+    if (!m.token_input) {
+        if (m.classes > 0) plan.labels_offset = take(work, loss_terms * 4);
+        else plan.targets_offset = take(work, g.micro_batch * 4);
+    }
+    if (spec.preload != nullptr && !m.token_input && spec.preload->train.count > 0) {
+        const DataSplit& train = spec.preload->train;
+        if (train.features != m.input_per_sample)
+            throw std::logic_error("CUDA engine: the preloaded split's features differ from the model's input");
+        plan.indices_offset = take(work, g.micro_batch * 8);
+        const int64_t values = train.count * train.features;
+        int64_t preload = 0;
+        plan.preload_features_offset = take(preload, train.pixels_u8.empty() ? values * 4 : values);
+        plan.preload_labels_offset = take(preload, train.count * 4);  // int32 labels or fp32 targets
+        plan.preload_bytes = preload;
+        plan.persistent.push_back({MemoryCategory::workspace, plan.preload_bytes});
+    }
+    plan.workspace_bytes = work;
+    plan.persistent.push_back({MemoryCategory::workspace, plan.workspace_bytes});
+    return plan;
+}
 
 void check_device_index(int index) {
     int count = 0;
     const cudaError_t status = cudaGetDeviceCount(&count);
     if (status != cudaSuccess) {
         cudaGetLastError();
-        throw Error(std::string("--device cuda: no usable NVIDIA GPU (cudaGetDeviceCount: ") +
-                    cudaGetErrorString(status) + "); use --device cpu");
+        throw Error(std::string("--device cuda: no usable NVIDIA GPU (cudaGetDeviceCount: ") + cudaGetErrorString(status) +
+                    "); use --device cpu");
     }
-    if (index < 0 || index >= count) {
-        throw Error("--device cuda:" + std::to_string(index) + ": no such GPU (" +
-                    std::to_string(count) + " found); use cuda:0" +
-                    (count > 1 ? "..cuda:" + std::to_string(count - 1) : std::string()));
-    }
+    if (index < 0 || index >= count)
+        throw Error("--device cuda:" + std::to_string(index) + ": no such GPU (" + std::to_string(count) +
+                    " found); use cuda:0" + (count > 1 ? "..cuda:" + std::to_string(count - 1) : std::string()));
 }
+
+void run_gemm(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream) {
+    if (!gemm.run(call, stream))
+        throw Error("cuBLASLt has no algorithm for a " + std::to_string(call.m) + "x" + std::to_string(call.n) + "x" +
+                    std::to_string(call.k) + (call.input_type == CUDA_R_32F ? " fp32" : " 16-bit") +
+                    " product on this GPU; try --device cpu");
+}
+
+// A micro-batch pass captured as a CUDA graph (CudaEngine::replay_pass): what its
+// kernels were captured with, and the graph once captured.
+struct CapturedPass {
+    int64_t samples = 0;
+    bool overwrites = false;  // the update's first micro-batch: writes the gradients
+    float grad_scale = 0.0f;
+    std::vector<void*> buffers;       // the per-micro-batch buffers it ran on
+    cudaGraphExec_t graph = nullptr;  // captured the second time the pass is seen
+};
+
+class CudaEngine final : public ComputeEngine {
+public:
+    explicit CudaEngine(const EngineSpec& spec)
+        : spec_(spec), plan_(make_device_plan(spec)), device_(spec.device_index), allocator_(spec.memory_limit_bytes) {
+        check_device_index(device_);
+        activate_device();
+        try {
+            create_resources();
+        } catch (...) {
+            destroy_handles();  // a destructor does not run for a constructor that threw
+            throw;
+        }
+    }
+
+    ~CudaEngine() override { destroy_handles(); }
+
+    void set_weights(const ModelWeights& weights) override {
+        activate_device();
+        std::vector<float> store(static_cast<size_t>(layout().count), 0.0f);
+        scatter_weights(model(), layout(), weights, store.data());
+        upload(params_, store);
+        round_working_weights();
+    }
+
+    ModelWeights weights() const override {
+        activate_device();
+        return gather_weights(model(), layout(), download(params_, layout().count).data());
+    }
+
+    ModelWeights gradients() const override {
+        activate_device();
+        if (grads_stale_) throw Error("gradients read after zero_grad() without a micro-batch");
+        return gather_weights(model(), layout(), download(grads_, layout().count).data());
+    }
+
+    void zero_grad() override { grads_stale_ = true; }
+
+    double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
+        activate_device();
+        if (!(normaliser > 0.0)) throw Error("loss normaliser must be positive (internal)");
+        begin_micro_batch(batch);
+        const auto grad_scale = static_cast<float>(loss_scale / normaliser);
+        if (spec_.fused && spec_.cuda_graphs)
+            replay_pass(batch.count, grad_scale);
+        else
+            run_pass(batch.count, grad_scale);
+        grads_stale_ = false;
+        const double loss_sum = read_totals()[0];
+        end_micro_batch();
+        return loss_sum;
+    }
+
+    double grad_norm_squared() override {
+        activate_device();
+        materialise_zero_grad();
+        sum_of_squares(grads_, layout().count, static_cast<double*>(workspace_at(plan_.norm_partials_offset)),
+                       static_cast<double*>(workspace_at(plan_.norm_result_offset)), stream_);
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_ + 2, workspace_at(plan_.norm_result_offset), sizeof(double),
+                                              cudaMemcpyDeviceToHost, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return host_results_[2];
+    }
+
+    void optimizer_step(double lr, double grad_multiplier, int64_t step) override {
+        activate_device();
+        materialise_zero_grad();
+        OptimizerLaunch launch;
+        launch.params = params_;
+        launch.grads = grads_;
+        launch.state = state_;
+        launch.n = layout().count;
+        launch.decay_end = layout().decay_end;
+        launch.params_16 = params16_;
+        launch.type_16 = plan_.storage();
+        if (!spec_.fused && has_eager_form(spec_.optimizer))
+            optimizer_step_eager_device(spec_.optimizer, launch, lr, grad_multiplier, step,
+                                        plan_.graph.optimizer_tensors, optimizer_scratch_, stream_);
+        else
+            optimizer_step_device(spec_.optimizer, launch, lr, grad_multiplier, step, stream_);
+    }
+
+    EvalTotals evaluate(const MicroBatch& batch) override {
+        activate_device();
+        EvalTotals totals;
+        const ModelDesc& m = model();
+        for (int64_t start = 0; start < batch.count; start += plan_.graph.micro_batch) {
+            MicroBatch chunk;
+            chunk.count = std::min(plan_.graph.micro_batch, batch.count - start);
+            chunk.x = batch.x ? batch.x + start * m.input_per_sample : nullptr;
+            chunk.tokens = batch.tokens ? batch.tokens + start * m.input_per_sample : nullptr;
+            chunk.labels = batch.labels ? batch.labels + start * m.loss_terms_per_sample : nullptr;
+            chunk.targets = batch.targets ? batch.targets + start : nullptr;
+            begin_micro_batch(chunk);
+            forward(chunk.count);
+            loss(chunk.count, 0.0f, false);
+            const double* sums = read_totals();
+            totals.loss_sum += sums[0];
+            totals.correct += std::llround(sums[1]);
+            end_micro_batch();
+        }
+        return totals;
+    }
+
+    void logits_row(const MicroBatch& batch, int64_t row, float* out) override {
+        activate_device();
+        const ModelDesc& m = model();
+        const OpDesc& loss_op = m.ops.back();
+        if (loss_op.kind != OpKind::cross_entropy || row < 0 || row >= loss_op.rows_per_sample)
+            throw Error("internal: logits row " + std::to_string(row) + " of a model without that many logit rows");
+        MicroBatch one = batch;
+        one.count = 1;
+        begin_micro_batch(one);
+        forward(1);
+        const float* logits = read(loss_op.inputs[0], 1, input_staging_[0]);
+        // A small synchronous copy: text sampling runs between updates, not inside one.
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(out, logits + row * m.classes,
+                                              static_cast<size_t>(m.classes) * sizeof(float), cudaMemcpyDeviceToHost,
+                                              stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        end_micro_batch();
+    }
+
+    std::vector<NamedTensor> optimizer_state() const override {
+        activate_device();
+        const int64_t n = layout().count;
+        const std::vector<float> state = download(state_, n * plan_.graph.optimizer_slots);
+        return optimizer_state_tensors(spec_.optimizer, state.data(), n);
+    }
+
+    void set_optimizer_state(const std::vector<NamedTensor>& tensors) override {
+        activate_device();
+        const int64_t n = layout().count;
+        std::vector<float> state(static_cast<size_t>(n * plan_.graph.optimizer_slots));
+        optimizer_init_state(spec_.optimizer, state.data(), n);
+        load_optimizer_state_tensors(spec_.optimizer, tensors, state.data(), n);
+        upload(state_, state);
+    }
+
+    // The graphs' own device memory (cudaGraphInstantiate's) is the driver's, outside the
+    // allocator: the report, the plan and --memory-limit leave it out.
+    MemoryReport memory() const override { return allocator_.report(); }
+    int64_t graph_launches() const override { return graph_launches_; }
+
+    void release_cache() override {
+        activate_device();
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        allocator_.release_cache();
+    }
+
+    void begin_update_timing() override {
+        activate_device();
+        allocator_.begin_update();
+        TRAINBENCH_CUDA_CHECK(cudaEventRecord(timing_start_, stream_));
+    }
+
+    double end_update_timing_ms() override {
+        activate_device();
+        TRAINBENCH_CUDA_CHECK(cudaEventRecord(timing_stop_, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaEventSynchronize(timing_stop_));
+        float milliseconds = 0.0f;
+        TRAINBENCH_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, timing_start_, timing_stop_));
+        return milliseconds;
+    }
+
+    std::pair<int64_t, int64_t> device_memory() const override {
+        activate_device();
+        size_t free_bytes = 0, total_bytes = 0;
+        TRAINBENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        return {static_cast<int64_t>(total_bytes - free_bytes), static_cast<int64_t>(total_bytes)};
+    }
+
+private:
+    const ModelDesc& model() const { return plan_.graph.model; }
+    const ParamLayout& layout() const { return plan_.graph.params; }
+    void activate_device() const { TRAINBENCH_CUDA_CHECK(cudaSetDevice(device_)); }
+    void* workspace_at(int64_t offset) const { return static_cast<char*>(workspace_.ptr) + offset; }
+
+    void create_resources() {
+        TRAINBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        TRAINBENCH_CUDA_CHECK(cudaEventCreate(&timing_start_));
+        TRAINBENCH_CUDA_CHECK(cudaEventCreate(&timing_stop_));
+        gemm_ = std::make_unique<GemmRunner>();
+        TRAINBENCH_CUBLAS_CHECK(cublasCreate(&blas_));
+
+        // Persistent buffers in the plan's order (see DevicePlan).
+        const std::vector<PlannedBuffer>& p = plan_.persistent;
+        persistent_.reserve(p.size());
+        for (const PlannedBuffer& b : p) persistent_.push_back(allocator_.allocate(b.bytes, b.category));
+        size_t next = 0;
+        params_ = static_cast<float*>(persistent_[next++].ptr);
+        if (plan_.graph.sixteen_bit()) params16_ = persistent_[next++].ptr;
+        grads_ = static_cast<float*>(persistent_[next++].ptr);
+        if (plan_.graph.optimizer_slots > 0) state_ = static_cast<float*>(persistent_[next++].ptr);
+        if (plan_.graph.optimizer_scratch_floats > 0) optimizer_scratch_ = static_cast<float*>(persistent_[next++].ptr);
+        if (plan_.preload_bytes > 0) preload_ = static_cast<char*>(persistent_[next++].ptr);
+        workspace_ = persistent_.back();
+
+        // cuBLASLt (linear layers) and cuBLAS (attention) share one workspace: both run on the
+        // one stream, so their uses never overlap. cublasSetStream resets a handle's workspace,
+        // hence the order. cuBLAS's default math mode is true fp32 (no TF32), as the products in
+        // gemm.hpp.
+        void* gemm_workspace = workspace_at(plan_.gemm_workspace_offset);
+        gemm_->set_workspace(gemm_workspace, static_cast<size_t>(plan_.gemm_workspace_bytes));
+        TRAINBENCH_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+        TRAINBENCH_CUBLAS_CHECK(cublasSetWorkspace(blas_, gemm_workspace, static_cast<size_t>(plan_.gemm_workspace_bytes)));
+        TRAINBENCH_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+
+        const int64_t n = layout().count;
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(params_, 0, n * sizeof(float), stream_));
+        round_working_weights();
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_, 0, n * sizeof(float), stream_));
+        if (state_ != nullptr) {
+            const float initial = spec_.optimizer.kind == OptimizerKind::adagrad
+                                      ? static_cast<float>(spec_.optimizer.initial_accumulator_value)
+                                      : 0.0f;
+            fill_f32(state_, initial, n * plan_.graph.optimizer_slots, stream_);
+        }
+
+        // Page-locked staging, so the uploads run asynchronously on the stream.
+        const ModelDesc& m = model();
+        const int64_t samples = plan_.graph.micro_batch;
+        if (m.token_input) {
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_tokens_, 2 * plan_.graph.token_elements * sizeof(int32_t)));
+        } else {
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_inputs_, m.input_per_sample * samples * sizeof(float)));
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_labels_, m.loss_terms_per_sample * samples * sizeof(int32_t)));
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_targets_, samples * sizeof(float)));
+        }
+        TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_results_, 4 * sizeof(double)));
+        if (preload_ != nullptr) {
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_indices_, samples * sizeof(int64_t)));
+            upload_train_split();
+        }
+
+        tensors_.assign(m.tensors.size(), nullptr);
+        relu_in_epilogue_.assign(m.ops.size(), 0);
+        slots_.assign(plan_.graph.slot_elements.size(), nullptr);
+        step_blocks_.reserve(plan_.per_micro_batch.size());
+        // Room for every pass's buffer list, so replaying allocates nothing on the host.
+        captured_.reserve(kCapturedPasses);
+        pass_buffers_.reserve(plan_.per_micro_batch.size());
+        // Reserve the per-micro-batch buffers once so that the first update does not pay for
+        // cudaMalloc; they wait in the allocator's cache between passes.
+        acquire_step_buffers();
+        end_micro_batch();
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+
+    void destroy_handles() noexcept {
+        // No throwing here: a failure means the context is already torn down.
+        cudaSetDevice(device_);
+        if (stream_) cudaStreamSynchronize(stream_);
+        cudaFreeHost(host_tokens_);
+        cudaFreeHost(host_inputs_);
+        cudaFreeHost(host_labels_);
+        cudaFreeHost(host_targets_);
+        cudaFreeHost(host_results_);
+        cudaFreeHost(host_indices_);
+        host_indices_ = nullptr;
+        host_tokens_ = nullptr;
+        host_labels_ = nullptr;
+        host_inputs_ = host_targets_ = nullptr;
+        host_results_ = nullptr;
+        for (CapturedPass& pass : captured_) destroy(pass);
+        captured_.clear();
+        if (timing_start_) cudaEventDestroy(timing_start_);
+        if (timing_stop_) cudaEventDestroy(timing_stop_);
+        timing_start_ = timing_stop_ = nullptr;
+        if (blas_) cublasDestroy(blas_);
+        blas_ = nullptr;
+        gemm_.reset();
+        if (stream_) cudaStreamDestroy(stream_);
+        stream_ = nullptr;
+    }
+
+    std::vector<float> download(const float* device, int64_t n) const {
+        std::vector<float> host(static_cast<size_t>(n));
+        if (n == 0) return host;
+        TRAINBENCH_CUDA_CHECK(
+            cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return host;
+    }
+
+    // Ordered on the stream (pageable memory; `host` outlives the synchronisation).
+    void upload(float* device, const std::vector<float>& host) {
+        if (host.empty()) return;
+        TRAINBENCH_CUDA_CHECK(
+            cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+
+    // --preload-device: the whole train split goes over once; micro-batches are gathered from it.
+    void upload_train_split() {
+        const DataSplit& train = spec_.preload->train;
+        auto copy = [this](int64_t offset, const void* host, size_t bytes) {
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(preload_ + offset, host, bytes, cudaMemcpyHostToDevice, stream_));
+        };
+        if (!train.pixels_u8.empty())
+            copy(plan_.preload_features_offset, train.pixels_u8.data(), train.pixels_u8.size());
+        else
+            copy(plan_.preload_features_offset, train.values_f32.data(), train.values_f32.size() * sizeof(float));
+        if (model().classes > 0)
+            copy(plan_.preload_labels_offset, train.labels.data(), train.labels.size() * sizeof(int32_t));
+        else
+            copy(plan_.preload_labels_offset, train.targets.data(), train.targets.size() * sizeof(float));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host vectors may change after
+    }
+
+    // 16-bit runs: the working copy the products read, rounded from the master weights.
+    void round_working_weights() {
+        if (params16_ != nullptr) convert_from_f32(params_, params16_, plan_.storage(), layout().count, stream_);
+    }
+
+    void materialise_zero_grad() {
+        if (!grads_stale_) return;
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_, 0, layout().count * sizeof(float), stream_));
+        grads_stale_ = false;
+    }
+
+    // Tensor t's buffer: fp32 values, or 16-bit codes where the plan stores it in 16 bits.
+    void* stored(int t) const { return tensors_[static_cast<size_t>(t)]; }
+    StorageType type_of(int t) const { return plan_.graph.stored_16bit(t) ? plan_.storage() : StorageType::f32; }
+    // The buffer of a tensor stored in fp32 (every tensor in fp32 runs, statistics in 16-bit ones).
+    float* tensor(int t) const { return static_cast<float*>(stored(t)); }
+    // fp32 values of tensor t for a kernel to read: its buffer, or its 16-bit codes widened into
+    // `staging`.
+    const float* read(int t, int64_t samples, float* staging) const {
+        if (!plan_.graph.stored_16bit(t)) return tensor(t);
+        convert_to_f32(stored(t), plan_.storage(), staging, tensor_count(t, samples), stream_);
+        return staging;
+    }
+    const float* input(const OpDesc& op, size_t k, int64_t samples) const {
+        return read(op.inputs[k], samples, input_staging_.at(k));
+    }
+    // Where an op computes its output k: the tensor's buffer, or for a 16-bit tensor the fp32
+    // staging that store_outputs rounds into it.
+    float* output(const OpDesc& op, size_t k) const {
+        return plan_.graph.stored_16bit(op.outputs[k]) ? output_staging_.at(k) : tensor(op.outputs[k]);
+    }
+    void store_outputs(const OpDesc& op, int64_t samples) const {
+        for (size_t k = 0; k < op.outputs.size(); ++k)
+            if (plan_.graph.stored_16bit(op.outputs[k]))
+                convert_from_f32(output_staging_.at(k), stored(op.outputs[k]), plan_.storage(),
+                                 tensor_count(op.outputs[k], samples), stream_);
+    }
+    // An output the backward reads again, widened into the staging it was computed in.
+    const float* saved_output(const OpDesc& op, size_t k, int64_t samples) const {
+        return read(op.outputs[k], samples, output_staging_.at(k));
+    }
+    // cuBLASLt's bias epilogue reads its bias in 16-byte units: biases at other offsets of the
+    // parameter store are added by a separate pass.
+    static bool epilogue_takes(const void* bias) { return reinterpret_cast<uintptr_t>(bias) % 16 == 0; }
+    // A parameter's 16-bit working copy (16-bit runs).
+    void* working_param(int p) const {
+        return static_cast<char*>(params16_) + layout().offset[static_cast<size_t>(p)] * storage_bytes(plan_.storage());
+    }
+    float* grad(int t) const {
+        if (t < 0) return nullptr;
+        const int64_t offset = plan_.graph.grad_offset[static_cast<size_t>(t)];
+        return offset < 0 ? nullptr : grad_block_ + offset;
+    }
+    float* param(int p) const { return params_ + layout().offset[static_cast<size_t>(p)]; }
+    float* param_grad(int p) const { return grads_ + layout().offset[static_cast<size_t>(p)]; }
+    int64_t tensor_count(int t, int64_t n) const { return model().tensors[static_cast<size_t>(t)].per_sample * n; }
+
+    // Takes the micro-batch's buffers in the plan's order.
+    void acquire_step_buffers() {
+        if (!step_blocks_.empty()) {  // a pass that threw left them held
+            TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+            end_micro_batch();
+        }
+        size_t next = 0;
+        auto take = [&]() {
+            const PlannedBuffer& b = plan_.per_micro_batch[next++];
+            step_blocks_.push_back(allocator_.allocate(b.bytes, b.category));
+            return step_blocks_.back().ptr;
+        };
+        const ModelDesc& m = model();
+        const GraphPlan& g = plan_.graph;
+        if (m.token_input) tokens_ = static_cast<int32_t*>(take());
+        for (size_t t = 0; t < m.tensors.size(); ++t)
+            if (g.tensor_slot[t] < 0 && g.tensor_alias[t] < 0) tensors_[t] = take();
+        for (auto& slot : slots_) slot = take();
+        for (size_t t = 0; t < m.tensors.size(); ++t)
+            if (g.tensor_slot[t] >= 0) tensors_[t] = slots_[static_cast<size_t>(g.tensor_slot[t])];
+        for (size_t t = 0; t < m.tensors.size(); ++t)  // in-place results share their input's storage
+            if (g.tensor_alias[t] >= 0) tensors_[t] = tensors_[static_cast<size_t>(g.tensor_alias[t])];
+        grad_block_ = static_cast<float*>(take());
+        scratch_ = static_cast<float*>(take());
+        if (g.sixteen_bit()) {
+            for (float*& staging : input_staging_) staging = static_cast<float*>(take());
+            for (float*& staging : output_staging_) staging = static_cast<float*>(take());
+        }
+        if (plan_.attention_scratch_floats > 0) attention_scratch_ = static_cast<float*>(take());
+    }
+
+    // Takes the buffers and stages the micro-batch's inputs and labels.
+    void begin_micro_batch(const MicroBatch& batch) {
+        if (batch.count < 1 || batch.count > plan_.graph.micro_batch)
+            throw Error("internal: micro-batch of " + std::to_string(batch.count) + " samples for buffers of " +
+                        std::to_string(plan_.graph.micro_batch));
+        const ModelDesc& m = model();
+        const int64_t inputs = m.input_per_sample * batch.count;
+        const int64_t terms = m.loss_terms_per_sample * batch.count;
+        const bool classification = m.classes > 0;
+        // With --preload-device the loop hands over only rows of the train split (x is null).
+        // Host values, when given, always win: validation batches carry indices too, but those
+        // index the validation split, which is not on the device.
+        const bool gathered = !m.token_input && batch.x == nullptr && preload_ != nullptr && batch.indices != nullptr;
+        if (m.token_input ? batch.tokens == nullptr || batch.labels == nullptr
+                          : !gathered && (batch.x == nullptr ||
+                                          (classification ? batch.labels == nullptr : batch.targets == nullptr)))
+            throw Error("micro-batch has no inputs or no labels (internal: null pointer)");
+        acquire_step_buffers();
+        // The previous pass synchronised before returning, so the staging buffers are free.
+        if (m.token_input) {
+            const int64_t targets_at = plan_.graph.token_elements;
+            std::memcpy(host_tokens_, batch.tokens, inputs * sizeof(int32_t));
+            std::memcpy(host_tokens_ + targets_at, batch.labels, terms * sizeof(int32_t));
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(tokens_, host_tokens_, inputs * sizeof(int32_t),
+                                                  cudaMemcpyHostToDevice, stream_));
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(tokens_ + targets_at, host_tokens_ + targets_at,
+                                                  terms * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+            labels_ = tokens_ + targets_at;
+            return;
+        }
+        if (gathered) {
+            gather_preloaded(batch);
+            return;
+        }
+        std::memcpy(host_inputs_, batch.x, inputs * sizeof(float));
+        // A 16-bit input lands in input staging 0 (it is op 0's input) and is rounded from there.
+        const bool round_input = plan_.graph.stored_16bit(0);
+        float* landing = round_input ? input_staging_[0] : tensor(0);
+        TRAINBENCH_CUDA_CHECK(
+            cudaMemcpyAsync(landing, host_inputs_, inputs * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        if (round_input) convert_from_f32(landing, stored(0), plan_.storage(), inputs, stream_);
+        if (classification) {
+            labels_ = static_cast<int32_t*>(workspace_at(plan_.labels_offset));
+            std::memcpy(host_labels_, batch.labels, terms * sizeof(int32_t));
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(static_cast<int32_t*>(workspace_at(plan_.labels_offset)), host_labels_,
+                                                  terms * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+        } else {
+            std::memcpy(host_targets_, batch.targets, batch.count * sizeof(float));
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(workspace_at(plan_.targets_offset), host_targets_,
+                                                  batch.count * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        }
+    }
+
+    // The micro-batch's rows of the preloaded train split into the input tensor (u8 pixels scaled
+    // by 1/255 as the CPU gather does, rounded once to a 16-bit input's storage) and its labels
+    // or targets into the workspace.
+    void gather_preloaded(const MicroBatch& batch) {
+        const int64_t count = batch.count;
+        const DataSplit& train = spec_.preload->train;
+        auto* indices = static_cast<int64_t*>(workspace_at(plan_.indices_offset));
+        std::memcpy(host_indices_, batch.indices, count * sizeof(int64_t));
+        TRAINBENCH_CUDA_CHECK(
+            cudaMemcpyAsync(indices, host_indices_, count * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
+        const char* features = preload_ + plan_.preload_features_offset;
+        if (!train.pixels_u8.empty())
+            gather_columns_u8(reinterpret_cast<const uint8_t*>(features), indices, count, train.features, stored(0),
+                              type_of(0), stream_);
+        else
+            gather_columns_f32(reinterpret_cast<const float*>(features), indices, count, train.features, stored(0),
+                               type_of(0), stream_);
+        const char* labels = preload_ + plan_.preload_labels_offset;
+        if (model().classes > 0) {
+            labels_ = static_cast<int32_t*>(workspace_at(plan_.labels_offset));
+            gather_labels(reinterpret_cast<const int32_t*>(labels), indices, count,
+                          static_cast<int32_t*>(workspace_at(plan_.labels_offset)), stream_);
+        } else {
+            gather_targets(reinterpret_cast<const float*>(labels), indices, count,
+                           static_cast<float*>(workspace_at(plan_.targets_offset)), stream_);
+        }
+    }
+
+    // Gives the buffers back to the allocator's cache; callers have synchronised the stream.
+    void end_micro_batch() {
+        for (DeviceBlock& block : step_blocks_) allocator_.release(block);
+        step_blocks_.clear();
+    }
+
+    // Waits for the pass and reads its loss totals (sum, correct count).
+    const double* read_totals() {
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_, workspace_at(plan_.totals_offset), 2 * sizeof(double),
+                                              cudaMemcpyDeviceToHost, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        return host_results_;
+    }
+
+    void forward(int64_t n) {
+        for (size_t o = 0; o < model().ops.size(); ++o) forward_op(static_cast<int>(o), n);
+    }
+
+    // A training micro-batch's kernels, enqueued one by one.
+    void run_pass(int64_t n, float grad_scale) {
+        forward(n);
+        loss(n, grad_scale, true);
+        backward(n);
+    }
+
+    // What torch.compile's "reduce-overhead" mode does with CUDA graphs: the hundreds of launches
+    // of a micro-batch become one. A pass's kernels depend on its sample count, on whether it
+    // writes or adds to the gradients (the update's first micro-batch writes them), on the loss's
+    // scale (the normaliser and the fp16 loss scale) and on the buffers the allocator handed it.
+    // A pass seen the first time runs launch by launch; seen again with the same buffers it is
+    // captured as a graph (so cuBLAS has chosen its algorithms outside the capture) and from then
+    // on replayed. Other buffers (after release_cache) run it launch by launch again.
+    void replay_pass(int64_t n, float grad_scale) {
+        pass_buffers_.clear();
+        for (const DeviceBlock& block : step_blocks_) pass_buffers_.push_back(block.ptr);
+        CapturedPass* pass = nullptr;
+        for (auto p = captured_.begin(); p != captured_.end(); ++p)
+            if (p->samples == n && p->overwrites == grads_stale_ && p->grad_scale == grad_scale) {
+                std::rotate(p, p + 1, captured_.end());  // the most recently used last
+                pass = &captured_.back();
+                break;
+            }
+        if (pass == nullptr) {
+            if (captured_.size() == kCapturedPasses) {  // the least recently used makes room
+                destroy(captured_.front());
+                captured_.erase(captured_.begin());
+            }
+            captured_.push_back({.samples = n, .overwrites = grads_stale_, .grad_scale = grad_scale,
+                                 .buffers = pass_buffers_});
+            run_pass(n, grad_scale);
+            return;
+        }
+        if (pass->buffers != pass_buffers_) {
+            destroy(*pass);
+            pass->buffers = pass_buffers_;
+            run_pass(n, grad_scale);
+            return;
+        }
+        if (pass->graph == nullptr) pass->graph = capture_pass(n, grad_scale);
+        TRAINBENCH_CUDA_CHECK(cudaGraphLaunch(pass->graph, stream_));
+        ++graph_launches_;
+    }
+
+    cudaGraphExec_t capture_pass(int64_t n, float grad_scale) {
+        // Thread-local: the loader threads never touch CUDA, and this thread calls nothing that
+        // allocates while capturing (the buffers were taken before, cuBLAS has its workspace).
+        TRAINBENCH_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        cudaGraph_t graph = nullptr;
+        try {
+            run_pass(n, grad_scale);
+        } catch (...) {
+            cudaStreamEndCapture(stream_, &graph);  // leaves the stream usable
+            if (graph != nullptr) cudaGraphDestroy(graph);
+            cudaGetLastError();  // the failed capture's error is not the next launch's
+            throw;
+        }
+        TRAINBENCH_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        TRAINBENCH_CUDA_CHECK(status);
+        return exec;
+    }
+
+    static void destroy(CapturedPass& pass) noexcept {
+        if (pass.graph != nullptr) cudaGraphExecDestroy(pass.graph);
+        pass.graph = nullptr;
+    }
+
+    // --fused on: a residual add whose sum only a LayerNorm reads (the planner's pair, GraphPlan::
+    // fused_with) runs with it in one kernel, when both summands and the sum share a storage
+    // type. The planner's other pairs (a product and its activation) are the CPU's epilogues:
+    // here each op of those runs alone.
+    int fused_layernorm(int residual) const {
+        if (!spec_.fused) return -1;
+        const OpDesc& op = model().ops[static_cast<size_t>(residual)];
+        const int ln = plan_.graph.fused_with[static_cast<size_t>(residual)];
+        if (op.kind != OpKind::residual_add || ln < 0 || model().ops[static_cast<size_t>(ln)].kind != OpKind::layernorm)
+            return -1;
+        const StorageType type = type_of(op.outputs[0]);
+        return type_of(op.inputs[0]) == type && type_of(op.inputs[1]) == type ? ln : -1;
+    }
+
+    // The ReLU the planner fused with linear op o (GraphPlan::fused_with) when it works in place
+    // on the product's output, which cuBLASLt's ReLU + bias epilogue can write; -1 otherwise.
+    int in_place_relu_after(int o) const {
+        const int with = plan_.graph.fused_with[static_cast<size_t>(o)];
+        if (with < 0) return -1;
+        const OpDesc& op = model().ops[static_cast<size_t>(with)];
+        if (op.kind != OpKind::activation || op.activation != Activation::relu) return -1;
+        const int linear_output = model().ops[static_cast<size_t>(o)].outputs[0];
+        return plan_.graph.tensor_alias[static_cast<size_t>(op.outputs[0])] == linear_output ? with : -1;
+    }
+
+    void forward_op(int o, int64_t n) {
+        const ModelDesc& m = model();
+        const OpDesc& op = m.ops[static_cast<size_t>(o)];
+        const int64_t rows = plan_.graph.rows(op, n);
+        const int computed_by = plan_.graph.fused_into[static_cast<size_t>(o)];
+        if (computed_by >= 0 && fused_layernorm(computed_by) == o) return;  // its residual's kernel ran it
+        if (computed_by >= 0 && relu_in_epilogue_[static_cast<size_t>(o)]) return;  // its product's epilogue ran it
+        switch (op.kind) {
+            case OpKind::linear: {
+                // The operands in the storage type (the working copy in 16-bit runs). Product and
+                // bias are summed in fp32 and rounded once into the output, by cuBLASLt's bias
+                // epilogue where it takes this bias, else in output staging 0 (16-bit runs) or the
+                // output itself, with the bias added by a separate pass. An in-place ReLU the
+                // planner fused with the product runs in that epilogue too: ReLU commutes with the
+                // rounding, so the values are those of the separate pass.
+                const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
+                const int64_t out = shape[0], in = shape[1];
+                const bool sixteen = plan_.graph.sixteen_bit();
+                const void* weight = sixteen ? working_param(op.params[0]) : param(op.params[0]);
+                const void* bias = op.params.size() > 1 ? (sixteen ? working_param(op.params[1]) : param(op.params[1])) : nullptr;
+                const cudaDataType_t operands = cuda_data_type(plan_.storage());
+                const int relu = in_place_relu_after(o);
+                if (relu >= 0) relu_in_epilogue_[static_cast<size_t>(relu)] = false;
+                if (bias != nullptr && epilogue_takes(bias)) {
+                    GemmCall fused =
+                        linear_forward_product(in, out, rows, weight, stored(op.inputs[0]), stored(op.outputs[0]), operands,
+                                               bias, relu >= 0 ? GemmEpilogue::relu_bias : GemmEpilogue::bias);
+                    fused.output_type = cuda_data_type(type_of(op.outputs[0]));
+                    if (gemm_->run(fused, stream_)) {
+                        if (relu >= 0) relu_in_epilogue_[static_cast<size_t>(relu)] = true;
+                        return;
+                    }
+                    if (relu >= 0) {  // no algorithm with that epilogue: try the bias alone
+                        fused.epilogue = GemmEpilogue::bias;
+                        if (gemm_->run(fused, stream_)) return;
+                    }
+                }
+                float* result = output(op, 0);
+                GemmCall product = linear_forward_product(in, out, rows, weight, stored(op.inputs[0]), result, operands,
+                                                          nullptr, GemmEpilogue::none);
+                product.output_type = CUDA_R_32F;
+                run_gemm(*gemm_, product, stream_);
+                if (bias != nullptr)
+                    add_bias(result, StorageType::f32, bias, sixteen ? plan_.storage() : StorageType::f32, out, rows, stream_);
+                break;
+            }
+            case OpKind::activation:
+                // Widening, f in fp32 and one rounding, as the staged path would do.
+                if (type_of(op.inputs[0]) == type_of(op.outputs[0])) {
+                    activation_forward(op.activation, stored(op.inputs[0]), stored(op.outputs[0]), type_of(op.outputs[0]),
+                                       tensor_count(op.outputs[0], n), stream_);
+                    return;
+                }
+                activation_forward(op.activation, input(op, 0, n), output(op, 0), StorageType::f32,
+                                   tensor_count(op.outputs[0], n), stream_);
+                break;
+            case OpKind::embedding: {
+                const auto& wte = m.params[static_cast<size_t>(op.params[0])];
+                embedding_forward(tokens_, param(op.params[0]), param(op.params[1]), output(op, 0), n,
+                                  op.rows_per_sample, wte.shape[1], stream_);
+                break;
+            }
+            case OpKind::layernorm: {
+                // outputs 1 and 2, the mean and rstd, are statistics: fp32 in every run.
+                const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
+                layernorm_forward(stored(op.inputs[0]), type_of(op.inputs[0]), param(op.params[0]), param(op.params[1]),
+                                  stored(op.outputs[0]), type_of(op.outputs[0]), tensor(op.outputs[1]),
+                                  tensor(op.outputs[2]), rows, C, stream_);
+                return;
+            }
+            case OpKind::attention: {
+                const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                if (spec_.fused)
+                    attention_forward(blas_, input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C,
+                                      op.heads, stream_);
+                else
+                    attention_forward_eager(blas_, input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample,
+                                            C, op.heads, stream_);
+                break;
+            }
+            case OpKind::residual_add: {
+                if (const int ln = fused_layernorm(o); ln >= 0) {
+                    const OpDesc& norm = m.ops[static_cast<size_t>(ln)];
+                    const int64_t C = m.params[static_cast<size_t>(norm.params[0])].shape[0];
+                    residual_layernorm_forward(stored(op.inputs[0]), stored(op.inputs[1]), stored(op.outputs[0]),
+                                               type_of(op.outputs[0]), param(norm.params[0]), param(norm.params[1]),
+                                               stored(norm.outputs[0]), type_of(norm.outputs[0]),
+                                               tensor(norm.outputs[1]), tensor(norm.outputs[2]),
+                                               plan_.graph.rows(norm, n), C, stream_);
+                    return;
+                }
+                const StorageType type = type_of(op.outputs[0]);
+                if (type_of(op.inputs[0]) == type && type_of(op.inputs[1]) == type) {
+                    residual_forward(stored(op.inputs[0]), stored(op.inputs[1]), stored(op.outputs[0]), type,
+                                     tensor_count(op.outputs[0], n), stream_);
+                    return;
+                }
+                residual_forward(input(op, 0, n), input(op, 1, n), output(op, 0), StorageType::f32,
+                                 tensor_count(op.outputs[0], n), stream_);
+                break;
+            }
+            case OpKind::cross_entropy:
+            case OpKind::mean_squared_error: return;  // the loss runs in loss()
+            case OpKind::conv2d:
+            case OpKind::max_pool: throw Error(kNoConvolutions);  // make_device_plan refuses such models first
+            case OpKind::lora_linear: throw Error(kNoLora);
+        }
+        store_outputs(op, n);
+    }
+
+    // Per-term losses and, with_gradient, d(grad_scale * loss)/d(outputs) into the output's
+    // gradient; then their sum (and correct count) in the workspace's totals.
+    void loss(int64_t n, float grad_scale, bool with_gradient) {
+        const ModelDesc& m = model();
+        const OpDesc& op = m.ops.back();
+        const int in = op.inputs[0];
+        auto* sample_loss = static_cast<double*>(workspace_at(plan_.sample_loss_offset));
+        auto* totals = static_cast<double*>(workspace_at(plan_.totals_offset));
+        float* dlogits = with_gradient ? grad(in) : nullptr;
+        const float* values = read(in, n, input_staging_[0]);  // 16-bit outputs widened, as on the CPU
+        if (op.kind == OpKind::cross_entropy) {
+            const int64_t rows = plan_.graph.rows(op, n);
+            auto* sample_correct = static_cast<int32_t*>(workspace_at(plan_.sample_correct_offset));
+            if (spec_.fused)
+                softmax_cross_entropy(values, StorageType::f32, labels_, m.classes, rows, grad_scale, dlogits,
+                                      sample_loss, sample_correct, stream_);
+            else
+                softmax_cross_entropy_eager(values, labels_, m.classes, rows, grad_scale, dlogits, sample_loss,
+                                            sample_correct, scratch_, stream_);
+            sum_sample_losses(sample_loss, sample_correct, rows, totals, stream_);
+        } else {
+            mean_squared_error(values, StorageType::f32, static_cast<const float*>(workspace_at(plan_.targets_offset)),
+                               n, grad_scale, dlogits, sample_loss, stream_);
+            sum_sample_losses(sample_loss, nullptr, n, totals, stream_);
+        }
+    }
+
+    void backward(int64_t n) {
+        const ModelDesc& m = model();
+        int resident_segment = plan_.graph.last_segment;
+        for (int o = static_cast<int>(m.ops.size()) - 2; o >= 0; --o) {
+            const int segment = m.ops[static_cast<size_t>(o)].segment;
+            if (plan_.graph.checkpointing && segment >= 0 && segment != resident_segment) {
+                // Gradient checkpointing: rebuild the segment's dropped tensors from its kept input.
+                for (size_t r = 0; r < m.ops.size(); ++r)
+                    if (m.ops[r].segment == segment) forward_op(static_cast<int>(r), n);
+                resident_segment = segment;
+            }
+            backward_op(o, n);
+        }
+    }
+
+    // Whether op o's backward adds to parameter k's gradient (else overwrites it).
+    bool accumulates_param(int o, size_t k) const {
+        return !grads_stale_ || plan_.graph.first_param_write[static_cast<size_t>(o)][k] == GradientWrite::accumulate;
+    }
+    bool accumulates_input(int o, size_t k) const {
+        return plan_.graph.input_write[static_cast<size_t>(o)][k] == GradientWrite::accumulate;
+    }
+
+    void backward_op(int o, int64_t n) {
+        const ModelDesc& m = model();
+        const OpDesc& op = m.ops[static_cast<size_t>(o)];
+        const int64_t rows = plan_.graph.rows(op, n);
+        const float* dout = grad(op.outputs.empty() ? -1 : op.outputs[0]);
+        switch (op.kind) {
+            case OpKind::linear: {
+                const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
+                const int64_t out = shape[0], in = shape[1];
+                // A 16-bit product's operands are 16-bit: its output gradient is rounded into
+                // output staging 0 (free in the backward), as the CPU rounds it in place.
+                const bool sixteen = plan_.graph.sixteen_bit();
+                const void* dz = dout;
+                if (sixteen) {
+                    convert_from_f32(dout, output_staging_[0], plan_.storage(), tensor_count(op.outputs[0], n), stream_);
+                    dz = output_staging_[0];
+                }
+                const StorageType dz_type = sixteen ? plan_.storage() : StorageType::f32;
+                const cudaDataType_t operands = cuda_data_type(dz_type);
+                run_gemm(*gemm_,
+                         linear_weight_grad_product(in, out, rows, stored(op.inputs[0]), dz, param_grad(op.params[0]),
+                                                    operands, accumulates_param(o, 0)),
+                         stream_);
+                if (op.params.size() > 1)
+                    bias_grad(dz, dz_type, out, rows, param_grad(op.params[1]), accumulates_param(o, 1), stream_);
+                // The planner gives a linear op's input no other reader, so the product overwrites it.
+                if (float* dinput = grad(op.inputs[0]))
+                    run_gemm(*gemm_,
+                             linear_input_grad_product(in, out, rows,
+                                                       sixteen ? working_param(op.params[0]) : param(op.params[0]), dz,
+                                                       dinput, operands, CUDA_R_32F),
+                             stream_);
+                return;
+            }
+            case OpKind::activation: {
+                // The input's gradient shares the output's buffer: scaled in place.
+                float* g = grad(op.inputs[0]);
+                if (!g) return;
+                const int saved = activation_needs_input(op.activation) ? op.inputs[0] : op.outputs[0];
+                activation_backward(op.activation, g, StorageType::f32, stored(saved), type_of(saved),
+                                    tensor_count(op.outputs[0], n), stream_);
+                return;
+            }
+            case OpKind::embedding: {
+                const auto& wte = m.params[static_cast<size_t>(op.params[0])];
+                embedding_backward(dout, tokens_, param_grad(op.params[0]), param_grad(op.params[1]), n,
+                                   op.rows_per_sample, wte.shape[1], wte.shape[0], accumulates_param(o, 0),
+                                   accumulates_param(o, 1), stream_);
+                return;
+            }
+            case OpKind::layernorm: {
+                const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
+                layernorm_backward(dout, stored(op.inputs[0]), type_of(op.inputs[0]), param(op.params[0]), tensor(op.outputs[1]),
+                                   tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
+                                   param_grad(op.params[1]), rows, C, accumulates_input(o, 0), accumulates_param(o, 0),
+                                   scratch_, stream_);
+                return;
+            }
+            case OpKind::attention: {
+                float* dqkv = grad(op.inputs[0]);
+                if (!dqkv) return;
+                const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                if (spec_.fused)
+                    attention_backward(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, attention_scratch_,
+                                       n, op.rows_per_sample, C, op.heads, stream_);
+                else
+                    attention_backward_eager(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, scratch_, n,
+                                             op.rows_per_sample, C, op.heads, stream_);
+                return;
+            }
+            case OpKind::residual_add:
+                residual_backward(dout, grad(op.inputs[0]), accumulates_input(o, 0), grad(op.inputs[1]),
+                                  accumulates_input(o, 1), tensor_count(op.outputs[0], n), stream_);
+                return;
+            case OpKind::cross_entropy:
+            case OpKind::mean_squared_error: return;
+            case OpKind::conv2d:
+            case OpKind::max_pool: throw Error(kNoConvolutions);
+            case OpKind::lora_linear: throw Error(kNoLora);
+        }
+    }
+
+    EngineSpec spec_;
+    DevicePlan plan_;
+    int device_ = 0;
+    mutable DeviceAllocator allocator_;
+    cudaStream_t stream_ = nullptr;
+    cudaEvent_t timing_start_ = nullptr;
+    cudaEvent_t timing_stop_ = nullptr;
+    std::unique_ptr<GemmRunner> gemm_;
+    cublasHandle_t blas_ = nullptr;
+
+    std::vector<DeviceBlock> persistent_;
+    float* params_ = nullptr;       // fp32 weights: in 16-bit runs the master weights
+    void* params16_ = nullptr;      // 16-bit runs: the working copy the products read
+    float* grads_ = nullptr;
+    float* state_ = nullptr;
+    float* optimizer_scratch_ = nullptr;  // --fused off: the eager optimizer's temporaries
+    char* preload_ = nullptr;             // --preload-device: the train split (DevicePlan::preload_*)
+    DeviceBlock workspace_;
+    // zero_grad() was called and no backward pass has run since: the next one overwrites the
+    // gradients (first writers) instead of adding to them, as the CPU engine.
+    bool grads_stale_ = false;
+
+    // Passes kept as graphs: an update's first and later full micro-batches, a partial last
+    // batch's, and those of a loss scale or normaliser that changed lately.
+    static constexpr size_t kCapturedPasses = 6;
+    std::vector<CapturedPass> captured_;
+    std::vector<void*> pass_buffers_;  // this micro-batch's, compared with a captured pass's
+    int64_t graph_launches_ = 0;       // passes replayed as graphs (ComputeEngine::graph_launches)
+
+    // The current micro-batch's buffers.
+    std::vector<DeviceBlock> step_blocks_;
+    std::vector<void*> tensors_;  // fp32, or 16-bit codes where the plan stores the tensor in 16 bits
+    // Per op: an activation its product's epilogue computed in the current pass (set by the
+    // product each time it runs, so a fallback to separate passes is always seen).
+    std::vector<char> relu_in_epilogue_;
+    std::vector<void*> slots_;
+    float* grad_block_ = nullptr;
+    float* scratch_ = nullptr;
+    std::array<float*, 2> input_staging_{};  // 16-bit runs only (GraphPlan's *_staging_floats)
+    std::array<float*, 2> output_staging_{};
+    float* attention_scratch_ = nullptr;  // fused attention's backward, one head at a time
+    int32_t* tokens_ = nullptr;
+    const int32_t* labels_ = nullptr;
+
+    // Page-locked host staging.
+    int32_t* host_tokens_ = nullptr;   // token models: inputs, then targets at token_elements
+    float* host_inputs_ = nullptr;     // feature models
+    int32_t* host_labels_ = nullptr;
+    float* host_targets_ = nullptr;
+    double* host_results_ = nullptr;   // [0..1] loss totals, [2] squared norm
+    int64_t* host_indices_ = nullptr;  // --preload-device: the micro-batch's rows
+};
 
 }  // namespace
-
-CudaEngine::CudaEngine(const EngineSpec& spec)
-    : spec_(spec), layout_(make_engine_layout(spec)), device_(spec.device_index),
-      allocator_(spec.memory_limit_bytes) {
-    check_device_index(device_);
-    activate_device();
-    try {
-        create_resources();
-    } catch (...) {
-        destroy_handles();  // a destructor does not run for a constructor that threw
-        throw;
-    }
-}
-
-void CudaEngine::create_resources() {
-    gemm_ = std::make_unique<GemmRunner>();
-    TRAINBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_stream_, cudaStreamNonBlocking));
-    TRAINBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-    TRAINBENCH_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_, cudaEventDisableTiming));
-    TRAINBENCH_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_consumed_, cudaEventDisableTiming));
-    TRAINBENCH_CUDA_CHECK(cudaEventCreate(&timing_start_));
-    TRAINBENCH_CUDA_CHECK(cudaEventCreate(&timing_stop_));
-
-    const int64_t n = layout_.parameter_count;
-    const bool mixed = layout_.storage != StorageType::f32;
-    if (mixed) {
-        working_ = allocator_.allocate(n * storage_bytes(layout_.storage), MemoryCategory::parameters);
-        master_ = allocator_.allocate(n * 4, MemoryCategory::master_weights);
-    } else {
-        master_ = allocator_.allocate(n * 4, MemoryCategory::parameters);
-    }
-    grads_ = allocator_.allocate(n * 4, MemoryCategory::gradients);
-    optimizer_state_ = allocator_.allocate(n * 4 * layout_.optimizer_slots, MemoryCategory::optimizer_state);
-    workspace_ = allocator_.allocate(layout_.workspace_bytes, MemoryCategory::workspace);
-    gemm_->set_workspace(workspace_at(layout_.gemm_workspace_offset),
-                         static_cast<size_t>(layout_.gemm_workspace_bytes));
-
-    TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(master_.ptr, 0, n * 4, compute_stream_));
-    if (mixed) TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(working_.ptr, 0, working_.bytes, compute_stream_));
-    TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_.ptr, 0, n * 4, compute_stream_));
-    if (layout_.optimizer_slots > 0) {
-        const float initial = spec_.optimizer.kind == OptimizerKind::adagrad
-                                  ? static_cast<float>(spec_.optimizer.initial_accumulator_value)
-                                  : 0.0f;
-        fill_f32(static_cast<float*>(optimizer_state_.ptr), initial, n * layout_.optimizer_slots,
-                 compute_stream_);
-    }
-
-    const int64_t batch = layout_.batch;
-    TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_inputs_, layout_.sizes[0] * batch * sizeof(float)));
-    TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_labels_, batch * sizeof(int32_t)));
-    TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_targets_, batch * sizeof(float)));
-    TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_indices_, batch * sizeof(int64_t)));
-    TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_results_, 4 * sizeof(double)));
-
-    if (layout_.preload_bytes > 0) {
-        // The whole train split goes over once; later batches are gathered on the device.
-        const DataSplit& train = spec_.preload->train;
-        preload_ = allocator_.allocate(layout_.preload_bytes, MemoryCategory::workspace);
-        auto* base = static_cast<char*>(preload_.ptr);
-        if (!train.pixels_u8.empty()) {
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(base + layout_.preload_features_offset,
-                                                  train.pixels_u8.data(), train.pixels_u8.size(),
-                                                  cudaMemcpyHostToDevice, compute_stream_));
-        } else {
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(base + layout_.preload_features_offset,
-                                                  train.values_f32.data(),
-                                                  train.values_f32.size() * sizeof(float),
-                                                  cudaMemcpyHostToDevice, compute_stream_));
-        }
-        if (layout_.classification) {
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(base + layout_.preload_labels_offset,
-                                                  train.labels.data(), train.labels.size() * sizeof(int32_t),
-                                                  cudaMemcpyHostToDevice, compute_stream_));
-        } else {
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(base + layout_.preload_labels_offset,
-                                                  train.targets.data(), train.targets.size() * sizeof(float),
-                                                  cudaMemcpyHostToDevice, compute_stream_));
-        }
-    }
-
-    // Reserve the activation arena once so the first update does not pay for cudaMalloc;
-    // it goes to the allocator's cache between passes (see acquire_activations).
-    acquire_activations();
-    release_activations();
-    TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(compute_stream_));
-}
-
-CudaEngine::~CudaEngine() { destroy_handles(); }
-
-void CudaEngine::destroy_handles() noexcept {
-    // No throwing here: a failure means the context is already torn down.
-    cudaSetDevice(device_);
-    if (compute_stream_) cudaStreamSynchronize(compute_stream_);
-    if (copy_stream_) cudaStreamSynchronize(copy_stream_);
-    cudaFreeHost(host_inputs_);
-    cudaFreeHost(host_labels_);
-    cudaFreeHost(host_targets_);
-    cudaFreeHost(host_indices_);
-    cudaFreeHost(host_results_);
-    for (cudaEvent_t event : {upload_done_, inputs_consumed_, timing_start_, timing_stop_}) {
-        if (event) cudaEventDestroy(event);
-    }
-    host_inputs_ = nullptr;
-    host_labels_ = nullptr;
-    host_targets_ = nullptr;
-    host_indices_ = nullptr;
-    host_results_ = nullptr;
-    upload_done_ = inputs_consumed_ = timing_start_ = timing_stop_ = nullptr;
-    gemm_.reset();
-    if (copy_stream_) cudaStreamDestroy(copy_stream_);
-    if (compute_stream_) cudaStreamDestroy(compute_stream_);
-    copy_stream_ = compute_stream_ = nullptr;
-}
-
-void CudaEngine::activate_device() const { TRAINBENCH_CUDA_CHECK(cudaSetDevice(device_)); }
-
-void* CudaEngine::workspace_at(int64_t offset) const {
-    return static_cast<char*>(workspace_.ptr) + offset;
-}
-
-void CudaEngine::acquire_activations() {
-    if (activations_.ptr == nullptr)
-        activations_ = allocator_.allocate(layout_.activation_bytes, MemoryCategory::activations);
-}
-
-void CudaEngine::release_activations() { allocator_.release(activations_); }
-
-std::vector<float> CudaEngine::download(const float* device, int64_t n) const {
-    std::vector<float> host(static_cast<size_t>(n));
-    TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(float),
-                                          cudaMemcpyDeviceToHost, compute_stream_));
-    TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(compute_stream_));
-    return host;
-}
-
-void CudaEngine::upload_parameters(const std::vector<float>& flat) {
-    // Ordered on the compute stream (a plain cudaMemcpy from pageable memory may return before
-    // its DMA lands, and a non-blocking stream would not wait for it); `flat` must outlive it.
-    TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(master_.ptr, flat.data(), flat.size() * sizeof(float),
-                                          cudaMemcpyHostToDevice, compute_stream_));
-    if (working_.ptr != nullptr) {
-        convert_from_f32(static_cast<const float*>(master_.ptr), working_.ptr, layout_.storage,
-                         layout_.parameter_count, compute_stream_);
-    }
-    TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(compute_stream_));
-}
-
-void CudaEngine::set_weights(const ModelWeights& weights) {
-    activate_device();
-    check_weights_shape(weights, spec_.model);
-    std::vector<float> flat(static_cast<size_t>(layout_.parameter_count), 0.0f);
-    for (int l = 0; l < layout_.layer_count(); ++l) {
-        const LinearSlice& slice = layout_.layers[l];
-        const std::string prefix = "layers." + std::to_string(l);
-        const std::vector<float>& weight = weights.find(prefix + ".weight")->data;
-        const std::vector<float>& bias = weights.find(prefix + ".bias")->data;
-        std::copy(weight.begin(), weight.end(), flat.begin() + slice.weight_offset);
-        std::copy(bias.begin(), bias.end(), flat.begin() + slice.bias_offset);
-    }
-    upload_parameters(flat);
-}
-
-ModelWeights CudaEngine::weights() const {
-    activate_device();
-    const std::vector<float> flat =
-        download(static_cast<const float*>(master_.ptr), layout_.parameter_count);
-    ModelWeights result;
-    for (int l = 0; l < layout_.layer_count(); ++l) {
-        const LinearSlice& slice = layout_.layers[l];
-        const std::string prefix = "layers." + std::to_string(l);
-        result.tensors.push_back({prefix + ".weight", {slice.out, slice.in},
-                                  std::vector<float>(flat.begin() + slice.weight_offset,
-                                                     flat.begin() + slice.weight_offset + slice.in * slice.out)});
-        result.tensors.push_back({prefix + ".bias", {slice.out},
-                                  std::vector<float>(flat.begin() + slice.bias_offset,
-                                                     flat.begin() + slice.bias_offset + slice.out)});
-    }
-    return result;
-}
-
-void CudaEngine::zero_grad() { grads_stale_ = true; }
-
-void CudaEngine::materialise_zero_grad() {
-    if (!grads_stale_) return;
-    TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_.ptr, 0, layout_.parameter_count * sizeof(float),
-                                          compute_stream_));
-    grads_stale_ = false;
-}
-
-double CudaEngine::grad_norm_squared() {
-    activate_device();
-    materialise_zero_grad();
-    sum_of_squares(static_cast<const float*>(grads_.ptr), layout_.parameter_count,
-                   static_cast<double*>(workspace_at(layout_.norm_partials_offset)),
-                   static_cast<double*>(workspace_at(layout_.norm_result_offset)), compute_stream_);
-    TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_ + 2, workspace_at(layout_.norm_result_offset),
-                                          sizeof(double), cudaMemcpyDeviceToHost, compute_stream_));
-    TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(compute_stream_));
-    return host_results_[2];
-}
-
-void CudaEngine::optimizer_step(double lr, double grad_multiplier, int64_t step) {
-    activate_device();
-    materialise_zero_grad();
-    OptimizerLaunch launch;
-    launch.params = static_cast<float*>(master_.ptr);
-    launch.grads = static_cast<const float*>(grads_.ptr);
-    launch.state = static_cast<float*>(optimizer_state_.ptr);
-    launch.n = layout_.parameter_count;
-    launch.params_16 = working_.ptr;
-    launch.type_16 = layout_.storage;
-    optimizer_step_device(spec_.optimizer, launch, lr, grad_multiplier, step, compute_stream_);
-}
-
-std::vector<NamedTensor> CudaEngine::optimizer_state() const {
-    activate_device();
-    std::vector<NamedTensor> tensors;
-    const int64_t n = layout_.parameter_count;
-    for (int slot = 0; slot < layout_.optimizer_slots; ++slot) {
-        const std::vector<float> flat = download(static_cast<const float*>(optimizer_state_.ptr) + slot * n, n);
-        NamedTensor tensor;
-        tensor.name = std::string("optimizer.") + optimizer_state_name(spec_.optimizer, slot);
-        tensor.shape = {layout_.unpadded_count};
-        tensor.data.reserve(static_cast<size_t>(layout_.unpadded_count));
-        for (const LinearSlice& slice : layout_.layers) {
-            tensor.data.insert(tensor.data.end(), flat.begin() + slice.weight_offset,
-                               flat.begin() + slice.weight_offset + slice.in * slice.out);
-            tensor.data.insert(tensor.data.end(), flat.begin() + slice.bias_offset,
-                               flat.begin() + slice.bias_offset + slice.out);
-        }
-        tensors.push_back(std::move(tensor));
-    }
-    return tensors;
-}
-
-void CudaEngine::set_optimizer_state(const std::vector<NamedTensor>& state) {
-    activate_device();
-    // Same names and unpadded layer order (weight, then bias) as the CPU engine, so a
-    // checkpoint moves between devices.
-    const int64_t n = layout_.parameter_count;
-    std::vector<float> flat(static_cast<size_t>(n));
-    for (int slot = 0; slot < layout_.optimizer_slots; ++slot) {
-        const std::string name = std::string("optimizer.") + optimizer_state_name(spec_.optimizer, slot);
-        auto tensor = std::find_if(state.begin(), state.end(),
-                                   [&](const NamedTensor& t) { return t.name == name; });
-        if (tensor == state.end() || static_cast<int64_t>(tensor->data.size()) != layout_.unpadded_count) {
-            throw Error("checkpoint has no optimizer state '" + name + "' of " +
-                        std::to_string(layout_.unpadded_count) +
-                        " values: it was saved by a different optimizer or model");
-        }
-        std::fill(flat.begin(), flat.end(),
-                  spec_.optimizer.kind == OptimizerKind::adagrad
-                      ? static_cast<float>(spec_.optimizer.initial_accumulator_value)
-                      : 0.0f);
-        auto source = tensor->data.begin();
-        for (const LinearSlice& slice : layout_.layers) {
-            std::copy(source, source + slice.in * slice.out, flat.begin() + slice.weight_offset);
-            source += slice.in * slice.out;
-            std::copy(source, source + slice.out, flat.begin() + slice.bias_offset);
-            source += slice.out;
-        }
-        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(optimizer_state_.ptr) + slot * n,
-                                              flat.data(), n * sizeof(float), cudaMemcpyHostToDevice,
-                                              compute_stream_));
-        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(compute_stream_));
-    }
-}
-
-MemoryReport CudaEngine::memory() const { return allocator_.report(); }
-
-void CudaEngine::release_cache() {
-    activate_device();
-    TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(compute_stream_));
-    allocator_.release_cache();
-}
-
-void CudaEngine::begin_update_timing() {
-    activate_device();
-    allocator_.begin_update();
-    TRAINBENCH_CUDA_CHECK(cudaEventRecord(timing_start_, compute_stream_));
-}
-
-double CudaEngine::end_update_timing_ms() {
-    activate_device();
-    TRAINBENCH_CUDA_CHECK(cudaEventRecord(timing_stop_, compute_stream_));
-    TRAINBENCH_CUDA_CHECK(cudaEventSynchronize(timing_stop_));
-    float milliseconds = 0.0f;
-    TRAINBENCH_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, timing_start_, timing_stop_));
-    return milliseconds;
-}
-
-std::pair<int64_t, int64_t> CudaEngine::device_memory() const {
-    activate_device();
-    size_t free_bytes = 0, total_bytes = 0;
-    TRAINBENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    return {static_cast<int64_t>(total_bytes - free_bytes), static_cast<int64_t>(total_bytes)};
-}
-
 }  // namespace cuda
+
+BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec) { return cuda::make_device_plan(spec).bytes(); }
+
+std::unique_ptr<ComputeEngine> make_cuda_engine(const EngineSpec& spec) {
+    return std::make_unique<cuda::CudaEngine>(spec);
+}
+
 }  // namespace trainbench

@@ -1,5 +1,5 @@
 #pragma once
-// Host-side launchers of the transformer ops the graph executor (cuda_graph_engine.cpp) needs
+// Host-side launchers of the transformer ops the CUDA engine (cuda_engine.cpp) needs
 // beyond the MLP's kernels (kernels.hpp), computing in fp32 over row-major [rows, width]
 // activations with the layouts of the CPU ops (nn/layernorm.hpp, nn/attention.hpp,
 // nn/embedding.hpp); LayerNorm and the residual add also read and write 16-bit activations

@@ -1,6 +1,6 @@
 #pragma once
 // The three matrix products of a Linear layer in the CUDA engine's layouts, described once for
-// the engine (cuda_engine_passes.cpp) and the benchmark that times them (bench/gpu/
+// the engine (cuda_engine.cpp) and the benchmark that times them (bench/gpu/
 // cuda_products.cpp). Activations and their gradients are column-major [features x count];
 // a weight is torch's row-major [out, in], i.e. the column-major [in x out] matrix W^T.
 #include <cstdint>
@@ -55,7 +55,7 @@ inline GemmCall linear_weight_grad_product(int64_t in, int64_t out, int64_t coun
 }
 
 // d_input [in x count] = W^T [in x out] · dz [out x count], W and dz in `type`, d_input in
-// `output_type` (the layer-chain engine keeps it in the storage type, the executor in fp32).
+// `output_type` (the engine keeps it in fp32, as the CPU engine does).
 inline GemmCall linear_input_grad_product(int64_t in, int64_t out, int64_t count, const void* weight,
                                           const void* dz, void* d_input, cudaDataType_t type,
                                           cudaDataType_t output_type) {
