@@ -1,7 +1,7 @@
 // The CUDA engine's matrix products alone, through its own GemmRunner (cuBLASLt), timed with
 // CUDA events on random data: an 8192^3 square product per precision (the engine's GEMM peak,
 // beside torch.matmul's in torch_mlp_bench.py), and the exact products of one update of the
-// benchmark MLP (forward with its bias/ReLU epilogue, dW accumulated in fp32, dX), so that the
+// benchmark MLP (forward with its bias/ReLU epilogue, dW accumulated in fp32, dX in fp32), so that the
 // share of the peak the products reach can be told apart from the rest of an update.
 // Usage: cuda_products [--batch 4096] [--sizes 784,4096,4096,4096,10] [--out FILE.json]
 #include <cuda_runtime.h>
@@ -108,7 +108,7 @@ Result measure(StorageType type, const char* name, const std::vector<int64_t>& s
     const int64_t widest = *std::max_element(sizes.begin(), sizes.end());
     DeviceBuffer weights(widest * widest * element), activations(widest * batch * element),
         upstream(widest * batch * element), output(widest * batch * element),
-        weight_grads(widest * widest * 4), bias(widest * element);
+        input_grads(widest * batch * 4), weight_grads(widest * widest * 4), bias(widest * element);
     fill_random(weights, type, widest * widest, 3, stream);
     fill_random(activations, type, widest * batch, 4, stream);
     fill_random(upstream, type, widest * batch, 5, stream);
@@ -131,7 +131,8 @@ Result measure(StorageType type, const char* name, const std::vector<int64_t>& s
         flops += 4.0 * batch * in * out;
         if (layer == 1) continue;  // no gradient for the input
         result.input_grad_ms += median_ms(
-            gemm, linear_input_grad_product(in, out, batch, weights.ptr, upstream.ptr, output.ptr, storage, storage),
+            gemm,
+            linear_input_grad_product(in, out, batch, weights.ptr, upstream.ptr, static_cast<float*>(input_grads.ptr), storage),
             stream);
         flops += 2.0 * batch * in * out;
     }

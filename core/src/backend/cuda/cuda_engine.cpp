@@ -1008,7 +1008,7 @@ private:
                     run_gemm(*gemm_,
                              linear_input_grad_product(in, out, rows,
                                                        sixteen ? working_param(op.params[0]) : param(op.params[0]), dz,
-                                                       dinput, operands, CUDA_R_32F),
+                                                       dinput, operands),
                              stream_);
                 return;
             }

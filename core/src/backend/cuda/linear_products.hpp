@@ -54,11 +54,10 @@ inline GemmCall linear_weight_grad_product(int64_t in, int64_t out, int64_t coun
     return call;
 }
 
-// d_input [in x count] = W^T [in x out] · dz [out x count], W and dz in `type`, d_input in
-// `output_type` (the engine keeps it in fp32, as the CPU engine does).
+// d_input [in x count] = W^T [in x out] · dz [out x count], W and dz in `type`, d_input in fp32
+// (activation gradients stay fp32 in every precision, as on the CPU).
 inline GemmCall linear_input_grad_product(int64_t in, int64_t out, int64_t count, const void* weight,
-                                          const void* dz, void* d_input, cudaDataType_t type,
-                                          cudaDataType_t output_type) {
+                                          const void* dz, float* d_input, cudaDataType_t type) {
     GemmCall call;
     call.trans_a = CUBLAS_OP_N;
     call.trans_b = CUBLAS_OP_N;
@@ -72,7 +71,7 @@ inline GemmCall linear_input_grad_product(int64_t in, int64_t out, int64_t count
     call.d = d_input;
     call.ldd = in;
     call.input_type = type;
-    call.output_type = output_type;
+    call.output_type = CUDA_R_32F;
     return call;
 }
 
