@@ -272,12 +272,12 @@ private slots:
         const auto qkv = random_values(B * T * 3 * C, 8), dout = random_values(B * T * C, 9);
         std::vector<float> out(B * T * C), att(B * H * T * T), dqkv(qkv.size());
         std::vector<float> scratch(attention_scratch_floats(B, T, C, H, WorkerTeam::shared().members()));
-        attention_forward(qkv.data(), out.data(), att.data(), B, T, C, H);
-        attention_backward(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, H, scratch.data());
+        attention_forward(qkv.data(), out.data(), att.data(), B, T, C, H, Precision::fp32);
+        attention_backward(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, H, scratch.data(), Precision::fp32);
         std::vector<float> eager_out(out.size()), eager_att(att.size()), eager_dqkv(qkv.size());
         std::vector<float> eager_scratch(attention_eager_scratch_floats(B, T, H));
-        attention_forward_eager(qkv.data(), eager_out.data(), eager_att.data(), B, T, C, H);
-        attention_backward_eager(dout.data(), qkv.data(), eager_att.data(), eager_dqkv.data(), B, T, C, H, eager_scratch.data());
+        attention_forward_eager(qkv.data(), eager_out.data(), eager_att.data(), B, T, C, H, Precision::fp32);
+        attention_backward_eager(dout.data(), qkv.data(), eager_att.data(), eager_dqkv.data(), B, T, C, H, eager_scratch.data(), Precision::fp32);
         QVERIFY2(max_relative(eager_att, att) < 1e-6, qPrintable(QString::number(max_relative(eager_att, att))));
         QVERIFY2(max_relative(eager_out, out) < 1e-6, qPrintable(QString::number(max_relative(eager_out, out))));
         QVERIFY2(max_relative(eager_dqkv, dqkv) < 1e-5, qPrintable(QString::number(max_relative(eager_dqkv, dqkv))));

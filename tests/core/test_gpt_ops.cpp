@@ -23,6 +23,7 @@
 #include "nn/layernorm.hpp"
 #include "nn/loss.hpp"
 #include "parallel/worker_team.hpp"
+#include "precision/half_float.hpp"
 #include "trainbench/weights.hpp"
 
 // Kernels never allocate: counted as in test_steady_state_allocation.
@@ -107,6 +108,72 @@ std::vector<Floats> at_threads(int threads, Compute compute) {
         QVERIFY2(error_ <= (tolerance),                                                                      \
                  qPrintable(QString("%1: relative error %2 > %3").arg(what).arg(error_).arg(tolerance)));   \
     } while (0)
+
+// Causal attention in double from the given (16-bit-valued) qkv and dout, for one head layout as
+// nn/attention.hpp describes it. With `rounding` 16-bit, the probabilities are rounded before
+// att v and scale * dS before its products, as the engines round them; fp32: no rounding.
+struct AttentionReference {
+    Floats out, dqkv;
+};
+AttentionReference attention_reference(const Floats& qkv, const Floats& dout, int64_t B, int64_t T, int64_t C,
+                                        int64_t n_head, Precision rounding) {
+    const int64_t hs = C / n_head;
+    const double scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
+    auto round16 = [&](double v) {
+        float f = static_cast<float>(v);
+        if (rounding != Precision::fp32) round_to_16bit_serial(rounding, &f, 1);
+        return static_cast<double>(f);
+    };
+    AttentionReference r{Floats(size_t(B * T * C)), Floats(size_t(B * T * 3 * C))};
+    std::vector<double> P(size_t(T * T)), dS(size_t(T * T));
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < n_head; ++h) {
+            auto q = [&](int64_t t, int64_t d) { return double(qkv[size_t((b * T + t) * 3 * C + h * hs + d)]); };
+            auto k = [&](int64_t t, int64_t d) { return double(qkv[size_t((b * T + t) * 3 * C + C + h * hs + d)]); };
+            auto v = [&](int64_t t, int64_t d) { return double(qkv[size_t((b * T + t) * 3 * C + 2 * C + h * hs + d)]); };
+            auto dy = [&](int64_t t, int64_t d) { return double(dout[size_t((b * T + t) * C + h * hs + d)]); };
+            for (int64_t t = 0; t < T; ++t) {
+                double max_score = -INFINITY, sum = 0.0;
+                std::vector<double> s(size_t(t + 1));
+                for (int64_t j = 0; j <= t; ++j) {
+                    for (int64_t d = 0; d < hs; ++d) s[size_t(j)] += q(t, d) * k(j, d);
+                    s[size_t(j)] *= scale;
+                    max_score = std::max(max_score, s[size_t(j)]);
+                }
+                for (int64_t j = 0; j <= t; ++j) sum += std::exp(s[size_t(j)] - max_score);
+                for (int64_t j = 0; j < T; ++j)
+                    P[size_t(t * T + j)] = j <= t ? round16(std::exp(s[size_t(j)] - max_score) / sum) : 0.0;
+                for (int64_t d = 0; d < hs; ++d) {
+                    double y = 0.0;
+                    for (int64_t j = 0; j <= t; ++j) y += P[size_t(t * T + j)] * v(j, d);
+                    r.out[size_t((b * T + t) * C + h * hs + d)] = float(y);
+                }
+                // dS = scale * P o (dP - rowsum(P o dP)), dP = dY V^T
+                std::vector<double> dP(size_t(t + 1));
+                double dot = 0.0;
+                for (int64_t j = 0; j <= t; ++j) {
+                    for (int64_t d = 0; d < hs; ++d) dP[size_t(j)] += dy(t, d) * v(j, d);
+                    dot += P[size_t(t * T + j)] * dP[size_t(j)];
+                }
+                for (int64_t j = 0; j < T; ++j)
+                    dS[size_t(t * T + j)] = j <= t ? round16(scale * P[size_t(t * T + j)] * (dP[size_t(j)] - dot)) : 0.0;
+            }
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t d = 0; d < hs; ++d) {
+                    double dq = 0.0, dk = 0.0, dv = 0.0;
+                    for (int64_t j = 0; j < T; ++j) {
+                        dq += dS[size_t(t * T + j)] * k(j, d);
+                        dk += dS[size_t(j * T + t)] * q(j, d);
+                        dv += P[size_t(j * T + t)] * dy(j, d);
+                    }
+                    const size_t row = size_t((b * T + t) * 3 * C + h * hs + d);
+                    r.dqkv[row] = float(dq);
+                    r.dqkv[row + size_t(C)] = float(dk);
+                    r.dqkv[row + size_t(2 * C)] = float(dv);
+                }
+        }
+    return r;
+}
 
 #define CHECK_SAME_BITS_AT_1_AND_2_THREADS(...)                                             \
     do {                                                                                      \
@@ -225,12 +292,12 @@ private slots:
         const int64_t n_head = std::stoll(fixture().metadata.at(n + ".n_head"));
         const auto& qkv = values(n + ".qkv");
         Floats out = nans(B * T * C), att = nans(B * n_head * T * T), dqkv = nans(B * T * 3 * C);
-        attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head);
+        attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head, Precision::fp32);
         CHECK_CLOSE(name + " out", out, values(n + ".out"), kTolerance);
         CHECK_CLOSE(name + " att", att, values(n + ".att"), kTolerance);
         Floats scratch(attention_scratch_floats(B, T, C, n_head, WorkerTeam::shared().members()));
         attention_backward(values(n + ".dout").data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head,
-                           scratch.data());
+                           scratch.data(), Precision::fp32);
         CHECK_CLOSE(name + " dqkv", dqkv, values(n + ".dqkv"), kTolerance);
     }
 
@@ -238,7 +305,7 @@ private slots:
         const int64_t B = 1, T = 70, C = 16, n_head = 2;
         Floats qkv = random_values(B * T * 3 * C, 6);
         Floats out(B * T * C), att = nans(B * n_head * T * T);
-        attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head);
+        attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head, Precision::fp32);
         for (int64_t h = 0; h < n_head; ++h)
             for (int64_t t = 0; t < T; ++t) {
                 double row_sum = 0.0;
@@ -257,7 +324,7 @@ private slots:
         Floats changed = qkv;
         for (int64_t i = t0 * 3 * C; i < T * 3 * C; ++i) changed[i] += 1.0f;
         Floats out_changed(B * T * C), att_changed(B * n_head * T * T);
-        attention_forward(changed.data(), out_changed.data(), att_changed.data(), B, T, C, n_head);
+        attention_forward(changed.data(), out_changed.data(), att_changed.data(), B, T, C, n_head, Precision::fp32);
         QVERIFY(std::memcmp(out.data(), out_changed.data(), t0 * C * sizeof(float)) == 0);
         for (int64_t t = t0; t < T; ++t)
             QVERIFY2(std::memcmp(out.data() + t * C, out_changed.data() + t * C, C * sizeof(float)) != 0,
@@ -267,7 +334,7 @@ private slots:
         Floats dout(B * T * C, 0.0f), dqkv = nans(B * T * 3 * C);
         for (int64_t i = 0; i < C; ++i) dout[t0 * C + i] = 1.0f + 0.1f * i;
         Floats scratch(attention_scratch_floats(B, T, C, n_head, WorkerTeam::shared().members()));
-        attention_backward(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, scratch.data());
+        attention_backward(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, scratch.data(), Precision::fp32);
         for (int64_t t = 0; t < T; ++t)
             for (int64_t part = 0; part < 3; ++part) {
                 const bool reached = part == 0 ? t == t0 : t <= t0;
@@ -284,10 +351,54 @@ private slots:
         CHECK_SAME_BITS_AT_1_AND_2_THREADS([&] {
             Floats out(B * T * C), att(B * n_head * T * T), dqkv(B * T * 3 * C);
             Floats scratch(attention_scratch_floats(B, T, C, n_head, WorkerTeam::shared().members()));
-            attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head);
-            attention_backward(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, scratch.data());
+            attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head, Precision::fp32);
+            attention_backward(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, scratch.data(), Precision::fp32);
             return std::vector<Floats>{out, att, dqkv};
         });
+    }
+
+    // 16-bit runs multiply 16-bit operands: the probabilities and scale * dS are rounded before
+    // their products (nn/attention.hpp). Both forms, against fp64 references of the same inputs
+    // with and without those roundings: the engine lies at fp32 rounding from the first and a
+    // 16-bit rounding from the second.
+    void sixteen_bit_attention_rounds_its_product_operands_data() {
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<bool>("fused");
+        for (Precision p : {Precision::bf16, Precision::fp16})
+            for (bool fused : {true, false})
+                QTest::newRow((to_string(p) + (fused ? "-fused" : "-eager")).c_str()) << int(p) << fused;
+    }
+    void sixteen_bit_attention_rounds_its_product_operands() {
+        QFETCH(int, precision);
+        QFETCH(bool, fused);
+        const Precision p = Precision(precision);
+        const int64_t B = 2, T = 70, C = 24, n_head = 3;  // T past one 64-row tile
+        Floats qkv = random_values(B * T * 3 * C, 21, 2.0f), dout = random_values(B * T * C, 22);
+        round_to_16bit(p, qkv.data(), int64_t(qkv.size()));  // as the engines widen them from 16 bits
+        round_to_16bit(p, dout.data(), int64_t(dout.size()));
+        Floats out = nans(B * T * C), att = nans(B * n_head * T * T), dqkv = nans(B * T * 3 * C);
+        if (fused) {
+            Floats scratch(attention_scratch_floats(B, T, C, n_head, WorkerTeam::shared().members()));
+            attention_forward(qkv.data(), out.data(), att.data(), B, T, C, n_head, p);
+            attention_backward(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, scratch.data(), p);
+        } else {
+            Floats scratch(attention_eager_scratch_floats(B, T, n_head));
+            attention_forward_eager(qkv.data(), out.data(), att.data(), B, T, C, n_head, p);
+            attention_backward_eager(dout.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, scratch.data(), p);
+        }
+        Floats rounded_att = att;  // the saved probabilities are the rounded ones
+        round_to_16bit(p, rounded_att.data(), int64_t(att.size()));
+        QVERIFY(same_bits(rounded_att, att));
+        const AttentionReference with = attention_reference(qkv, dout, B, T, C, n_head, p);
+        const AttentionReference without = attention_reference(qkv, dout, B, T, C, n_head, Precision::fp32);
+        const double out_error = relative_error(out, with.out), dqkv_error = relative_error(dqkv, with.dqkv);
+        const double out_unrounded = relative_error(out, without.out), dqkv_unrounded = relative_error(dqkv, without.dqkv);
+        qInfo("out %.3g (%.3g from the unrounded reference), dqkv %.3g (%.3g)", out_error, out_unrounded, dqkv_error,
+              dqkv_unrounded);
+        // A probability that fp32 and fp64 put on either side of a 16-bit rounding boundary moves
+        // one term by a 16-bit step, so the bound is a few fp32 roundings, not one.
+        QVERIFY(out_error < 2e-5 && dqkv_error < 2e-5);
+        QVERIFY(out_unrounded > 10 * out_error && dqkv_unrounded > 10 * dqkv_error);
     }
 
     // ---- Embedding -----------------------------------------------------------------------
@@ -506,12 +617,12 @@ private slots:
         auto step = [&] {
             embedding_forward(tokens.data(), wte.data(), wpe.data(), x.data(), B, T, C);
             layernorm_forward(x.data(), w.data(), b.data(), y.data(), mean.data(), rstd.data(), rows, C);
-            attention_forward(qkv.data(), y.data(), att.data(), B, T, C, n_head);
+            attention_forward(qkv.data(), y.data(), att.data(), B, T, C, n_head, Precision::fp32);
             activation_forward(Activation::gelu, d.data(), h.data(), rows * 4 * C);
             int64_t correct = 0;
             softmax_cross_entropy(logits.data(), tokens.data(), vocab, rows, grad.data(), 1.0f / rows, &correct);
             activation_backward(Activation::gelu, d.data(), h.data(), dh.data(), rows * 4 * C);
-            attention_backward(d.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, att_scratch.data());
+            attention_backward(d.data(), qkv.data(), att.data(), dqkv.data(), B, T, C, n_head, att_scratch.data(), Precision::fp32);
             layernorm_backward(d.data(), x.data(), w.data(), mean.data(), rstd.data(), dx.data(), dw.data(), db.data(),
                                rows, C, GradientWrite::accumulate, GradientWrite::overwrite, ln_scratch.data());
             embedding_backward(dx.data(), tokens.data(), dwte.data(), dwpe.data(), B, T, C, vocab,

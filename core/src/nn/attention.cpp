@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "parallel/parallel_range.hpp"
+#include "precision/half_float.hpp"
 
 namespace trainbench {
 
@@ -24,12 +25,14 @@ constexpr int64_t kTile = 64;
 
 struct HeadShape {
     int64_t T, C, n_head, hs;
-    float scale;  // 1/sqrt(hs) rounded to float, as torch multiplies a float tensor by it
+    float scale;         // 1/sqrt(hs) rounded to float, as torch multiplies a float tensor by it
+    Precision products;  // the products' operands: fp32, or 16 bits (att and dS rounded first)
+    bool rounds() const { return products != Precision::fp32; }
 };
 
-HeadShape head_shape(int64_t T, int64_t C, int64_t n_head) {
+HeadShape head_shape(int64_t T, int64_t C, int64_t n_head, Precision products) {
     const int64_t hs = C / n_head;
-    return {T, C, n_head, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)))};
+    return {T, C, n_head, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))), products};
 }
 
 // Multiply-adds of one pair's products (the score and value products over the lower triangle).
@@ -64,6 +67,7 @@ void head_forward(const HeadShape& s, const float* qkv, float* out, float* att, 
             const float inv_sum = static_cast<float>(1.0 / sum);
 #pragma omp simd
             for (int64_t j = 0; j <= t; ++j) a[j] *= inv_sum;
+            if (s.rounds()) round_to_16bit_serial(s.products, a, t + 1);
             std::fill(a + t + 1, a + T, 0.0f);
         }
         Y.middleRows(r0, n).noalias() = A.block(r0, 0, n, r1) * V.topRows(r1);
@@ -103,6 +107,7 @@ void head_backward(const HeadShape& s, const float* dout, const float* qkv, cons
             const float row_dot = static_cast<float>(dot);
 #pragma omp simd
             for (int64_t j = 0; j <= t; ++j) g[j] = s.scale * (p[j] * (g[j] - row_dot));
+            if (s.rounds()) round_to_16bit_serial(s.products, g, t + 1);
             std::fill(g + t + 1, g + r1, 0.0f);
         }
         dQ.middleRows(r0, n).noalias() = G.block(r0, 0, n, r1) * K.topRows(r1);
@@ -166,8 +171,8 @@ void eager_scale(float* values, int64_t n, float factor) {
 }  // namespace
 
 void attention_forward_eager(const float* qkv, float* out, float* att, int64_t B, int64_t T, int64_t C,
-                             int64_t n_head) {
-    const HeadShape s = head_shape(T, C, n_head);
+                             int64_t n_head, Precision products) {
+    const HeadShape s = head_shape(T, C, n_head, products);
     const int64_t pairs = B * n_head, rows = pairs * T;
     parallel_range(pairs, T * T * s.hs, [&](int64_t first, int64_t end) { eager_scores(s, qkv, att, first, end); });
     eager_scale(att, rows * T, s.scale);
@@ -175,6 +180,7 @@ void attention_forward_eager(const float* qkv, float* out, float* att, int64_t B
         eager_mask_rows(att, T, first, end, -std::numeric_limits<float>::infinity());
     });
     parallel_range(rows, 4 * T, [&](int64_t first, int64_t end) { eager_softmax_rows(att, T, first, end); });
+    if (s.rounds()) round_to_16bit(products, att, rows * T);
     parallel_range(pairs, T * T * s.hs, [&](int64_t first, int64_t end) {
         for (int64_t pair = first; pair < end; ++pair) {
             const int64_t b = pair / s.n_head, h = pair % s.n_head;
@@ -188,8 +194,8 @@ void attention_forward_eager(const float* qkv, float* out, float* att, int64_t B
 int64_t attention_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head) { return B * n_head * T * T; }
 
 void attention_backward_eager(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
-                              int64_t T, int64_t C, int64_t n_head, float* scratch) {
-    const HeadShape s = head_shape(T, C, n_head);
+                              int64_t T, int64_t C, int64_t n_head, float* scratch, Precision products) {
+    const HeadShape s = head_shape(T, C, n_head, products);
     const int64_t pairs = B * n_head, rows = pairs * T, hs = s.hs;
     float* G = scratch;  // the gradient of att: dP, then dS
     // y = att v: dv = att^T dy, datt = dy v^T.
@@ -220,6 +226,7 @@ void attention_backward_eager(const float* dout, const float* qkv, const float* 
     // masked_fill: no gradient reaches the masked scores; then the scale's.
     parallel_range(rows, T, [&](int64_t first, int64_t end) { eager_mask_rows(G, T, first, end, 0.0f); });
     eager_scale(G, rows * T, s.scale);
+    if (s.rounds()) round_to_16bit(products, G, rows * T);
     // scores = q k^T: dq = dS k, dk = dS^T q.
     parallel_range(pairs, 2 * T * T * hs, [&](int64_t first, int64_t end) {
         for (int64_t pair = first; pair < end; ++pair) {
@@ -236,8 +243,8 @@ void attention_backward_eager(const float* dout, const float* qkv, const float* 
 }
 
 void attention_forward(const float* qkv, float* out, float* att, int64_t B, int64_t T, int64_t C,
-                       int64_t n_head) {
-    const HeadShape s = head_shape(T, C, n_head);
+                       int64_t n_head, Precision products) {
+    const HeadShape s = head_shape(T, C, n_head, products);
     parallel_range(B * n_head, pair_work(s), [&](int64_t first, int64_t end) {
         for (int64_t pair = first; pair < end; ++pair) head_forward(s, qkv, out, att, pair);
     });
@@ -248,8 +255,8 @@ int64_t attention_scratch_floats(int64_t /*B*/, int64_t T, int64_t /*C*/, int64_
 }
 
 void attention_backward(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
-                        int64_t T, int64_t C, int64_t n_head, float* scratch) {
-    const HeadShape s = head_shape(T, C, n_head);
+                        int64_t T, int64_t C, int64_t n_head, float* scratch, Precision products) {
+    const HeadShape s = head_shape(T, C, n_head, products);
     const int64_t pairs = B * n_head;
     parallel_members(pairs * 2 * pair_work(s), [&](int member, int members) {
         float* G = scratch + member * T * T;

@@ -6,7 +6,16 @@
 //   att = softmax(mask(q k^T / sqrt(hs)))  [B, n_head, T, T], y = att v,
 //   out [B, T, C] = y.transpose(1, 2).contiguous().view(B, T, C).
 // The heads are read and written in place through strided views: no permute copies.
+//
+// `products` is the precision the four products' operands have. In 16-bit runs (bf16, fp16) the
+// engines multiply 16-bit operands with fp32 accumulation, as tensor cores and autocast do: the
+// probabilities are rounded to 16 bits before att v (the same values the forward saves), the
+// gradient of the scores, scale * dS, before dS k and dS^T q; the callers round the output
+// gradient dout before the backward, as for a linear op. The scores q k^T of 16-bit q and k are
+// exact products summed in fp32, and the softmax and its backward stay fp32. fp32: no rounding.
 #include <cstdint>
+
+#include "trainbench/run_config.hpp"
 
 namespace trainbench {
 
@@ -14,7 +23,7 @@ namespace trainbench {
 // whole: entries above the diagonal (future positions) are exactly 0, as torch's are.
 // Needs no scratch: the scores are computed in att and normalised there.
 void attention_forward(const float* qkv, float* out, float* att, int64_t B, int64_t T, int64_t C,
-                       int64_t n_head);
+                       int64_t n_head, Precision products);
 
 // Floats of scratch attention_backward needs when the worker team has `threads` members: one
 // T x T matrix (the gradient of att) per thread. Pass WorkerTeam::shared().members().
@@ -25,16 +34,16 @@ int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t n_head
 // floats. Each (batch, head) pair is computed by one thread in one order, so the bits do not
 // depend on the team's size.
 void attention_backward(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
-                        int64_t T, int64_t C, int64_t n_head, float* scratch);
+                        int64_t T, int64_t C, int64_t n_head, float* scratch, Precision products);
 
 // --fused off: the same results (up to float rounding) computed as eager PyTorch computes
 // nanoGPT's attention, each op one pass over all of att before the next: the scores q k^T, the
 // scale, the mask, the softmax, then att v; the backward likewise, through the whole gradient
 // of att ([B, n_head, T, T], attention_eager_scratch_floats of scratch).
 void attention_forward_eager(const float* qkv, float* out, float* att, int64_t B, int64_t T, int64_t C,
-                             int64_t n_head);
+                             int64_t n_head, Precision products);
 int64_t attention_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head);
 void attention_backward_eager(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
-                              int64_t T, int64_t C, int64_t n_head, float* scratch);
+                              int64_t T, int64_t C, int64_t n_head, float* scratch, Precision products);
 
 }  // namespace trainbench

@@ -525,10 +525,11 @@ private:
             case OpKind::attention: {
                 const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
                 if (plan_.fused)
-                    attention_forward(input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C, op.heads);
+                    attention_forward(input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C, op.heads,
+                                      plan_.precision);
                 else
                     attention_forward_eager(input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C,
-                                            op.heads);
+                                            op.heads, plan_.precision);
                 break;
             }
             case OpKind::residual_add: {
@@ -673,12 +674,14 @@ private:
             }
             case OpKind::attention: {
                 const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                // As a linear op's: 16-bit products take their output gradient in 16 bits.
+                if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 if (plan_.fused)
                     attention_backward(dout, input(op, 0, n), saved_output(op, 1, n), grad(op.inputs[0]), n,
-                                       op.rows_per_sample, C, op.heads, scratch_);
+                                       op.rows_per_sample, C, op.heads, scratch_, plan_.precision);
                 else
                     attention_backward_eager(dout, input(op, 0, n), saved_output(op, 1, n), grad(op.inputs[0]), n,
-                                             op.rows_per_sample, C, op.heads, scratch_);
+                                             op.rows_per_sample, C, op.heads, scratch_, plan_.precision);
                 return;
             }
             case OpKind::residual_add: {

@@ -4,10 +4,18 @@
 // sample, while consecutive heads of one sample do not continue that stride); the causal
 // softmax and its backward are warp-per-row kernels. Full T x T products are computed and the
 // future positions masked, so T need not be a multiple of any tile.
+//
+// 16-bit runs multiply 16-bit operands on the tensor cores with fp32 accumulation, at the
+// rounding points nn/attention.hpp names for both engines: q, k, v and att are read from their
+// 16-bit storage, the softmax rounds the probabilities as it stores them, the backward's softmax
+// rounds scale * dS, and the output gradient arrives rounded (the caller's). So no fp32 copy of
+// qkv or att is made, and the products run at the tensor cores' rate instead of as SGEMMs.
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/gpt_kernels.hpp"
+#include "backend/cuda/storage_types.cuh"
 #include "backend/cuda/warp_reductions.cuh"
 
 namespace trainbench::cuda {
@@ -57,6 +65,47 @@ __global__ void causal_softmax_backward_kernel(const float* __restrict__ att, fl
     for (int64_t j = lane; j < T; j += 32) d[j] = j <= t ? scale * (p[j] * (d[j] - row_dot)) : 0.0f;
 }
 
+// causal_softmax_kernel's arithmetic on fp32 scores, storing the probabilities rounded to the
+// 16-bit type H (exactly 0 above the diagonal).
+template <typename H>
+__global__ void causal_softmax_16bit_kernel(const float* __restrict__ scores, H* __restrict__ att, int64_t rows,
+                                            int64_t T, float scale) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;
+    if (row >= rows) return;
+    const int64_t t = row % T;
+    const float* a = scores + row * T;
+    H* p = att + row * T;
+    float max_score = -INFINITY;
+    for (int64_t j = lane; j <= t; j += 32) max_score = fmaxf(max_score, a[j] * scale);
+    max_score = warp_max(max_score);
+    double sum = 0.0;
+    for (int64_t j = lane; j <= t; j += 32) sum += expf(a[j] * scale - max_score);
+    const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
+    for (int64_t j = lane; j < T; j += 32)
+        p[j] = store_from_float<H>(j <= t ? expf(a[j] * scale - max_score) * inv_sum : 0.0f);
+}
+
+// causal_softmax_backward_kernel's arithmetic with 16-bit probabilities, storing scale * dS
+// rounded to H into ds ([B, T, T], head `head`).
+template <typename H>
+__global__ void causal_softmax_backward_16bit_kernel(const H* __restrict__ att, const float* __restrict__ g,
+                                                     H* __restrict__ ds, int64_t B, int64_t T, int64_t n_head,
+                                                     int64_t head, float scale) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / 32;  // b * T + t
+    if (row >= B * T) return;
+    const int64_t b = row / T, t = row % T;
+    const H* p = att + ((b * n_head + head) * T + t) * T;
+    const float* d = g + row * T;
+    H* out = ds + row * T;
+    double dot = 0.0;
+    for (int64_t j = lane; j <= t; j += 32) dot += static_cast<double>(load_as_float(p[j])) * d[j];
+    const float row_dot = static_cast<float>(warp_sum(dot));
+    for (int64_t j = lane; j < T; j += 32)
+        out[j] = store_from_float<H>(j <= t ? scale * (load_as_float(p[j]) * (d[j] - row_dot)) : 0.0f);
+}
+
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 // Column-major strided-batched product C = op(A) op(B), batched over the B samples.
@@ -73,6 +122,32 @@ struct Batched {
             stride_c, batch));
     }
 };
+
+
+// The same over 16-bit operands (cublasGemmStridedBatchedEx, fp32 accumulation), the result
+// stored as `result` (fp32, or rounded once to the 16-bit type). Offsets and strides count
+// elements; `at` turns an element offset into a pointer of the operands' or the result's type.
+struct Batched16 {
+    cublasHandle_t blas;
+    int batch;
+    StorageType operands;
+    void operator()(cublasOperation_t trans_a, cublasOperation_t trans_b, int64_t m, int64_t n, int64_t k,
+                    const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b,
+                    void* c, StorageType result, int64_t ldc, int64_t stride_c) const {
+        const float one = 1.0f, zero = 0.0f;
+        TRAINBENCH_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+            blas, trans_a, trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &one, a,
+            cuda_data_type(operands), static_cast<int>(lda), stride_a, b, cuda_data_type(operands),
+            static_cast<int>(ldb), stride_b, &zero, c, cuda_data_type(result), static_cast<int>(ldc), stride_c, batch,
+            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+};
+
+template <typename P>
+P* at(P* base, int64_t elements, StorageType type) {
+    using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+    return reinterpret_cast<P*>(reinterpret_cast<Byte*>(base) + elements * storage_bytes(type));
+}
 
 }  // namespace
 
@@ -176,6 +251,76 @@ void attention_query_key_gradients(cublasHandle_t blas, const float* qkv, const 
     const Batched product{blas, static_cast<int>(B)};
     for (int64_t h = 0; h < n_head; ++h)
         query_key_gradients(product, qkv, G + h * T * T, dqkv, h, n_head * T * T, T, C, n_head);
+}
+
+// ---- 16-bit runs: the products on the tensor cores (see the file comment)
+
+void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, void* att, float* scores,
+                             StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream) {
+    if (B == 0 || T == 0) return;
+    const int64_t hs = C / n_head;
+    const Batched16 product{blas, static_cast<int>(B), type};
+    for (int64_t h = 0; h < n_head; ++h) {
+        const void* q = at(qkv, h * hs, type);
+        // A(j, t) = sum_d K(d, j) Q(d, t), in fp32
+        product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, at(q, C, type), 3 * C, T * 3 * C, q, 3 * C, T * 3 * C,
+                scores + h * T * T, StorageType::f32, T, n_head * T * T);
+    }
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
+    dispatch_storage(type, [&]<typename H>() {
+        if constexpr (!std::is_same_v<H, float>) {
+            causal_softmax_16bit_kernel<H><<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(
+                scores, static_cast<H*>(att), B * n_head * T, T, scale);
+            TRAINBENCH_CUDA_CHECK_LAUNCH();
+        }
+    });
+    for (int64_t h = 0; h < n_head; ++h)
+        // Yc(d, t) = sum_j V(d, j) A(j, t), rounded once into out
+        product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, at(qkv, h * hs + 2 * C, type), 3 * C, T * 3 * C,
+                at(att, h * T * T, type), T, n_head * T * T, at(out, h * hs, type), type, C, T * C);
+}
+
+namespace {
+// G's floats, rounded up so that dS after it starts 256-byte aligned, as the tensor cores' loads want.
+int64_t g_floats(int64_t B, int64_t T) { return (B * T * T + 63) / 64 * 64; }
+}  // namespace
+
+int64_t attention_backward_16bit_scratch_floats(int64_t B, int64_t T) {
+    return g_floats(B, T) + (B * T * T + 1) / 2;  // G in fp32, then scale * dS in 16 bits, one head at a time
+}
+
+void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void* qkv, const void* att, float* dqkv,
+                              float* scratch, StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head,
+                              cudaStream_t stream) {
+    if (B == 0 || T == 0) return;
+    const int64_t hs = C / n_head;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
+    const Batched16 product{blas, static_cast<int>(B), type};
+    float* G = scratch;            // [B, T, T] fp32: dY V^T of one head
+    void* dS = scratch + g_floats(B, T);  // [B, T, T] 16-bit: scale * dS of that head
+    for (int64_t h = 0; h < n_head; ++h) {
+        const void* q = at(qkv, h * hs, type);
+        const void* k = at(q, C, type);
+        const void* v = at(q, 2 * C, type);
+        const void* dy = at(dout, h * hs, type);
+        const void* p = at(att, h * T * T, type);
+        // dVc(d, j) = sum_t dYc(d, t) A(j, t);  G(j, t) = sum_d V(d, j) dY(d, t)
+        product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, C, T * C, p, T, n_head * T * T, dqkv + h * hs + 2 * C,
+                StorageType::f32, 3 * C, T * 3 * C);
+        product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, 3 * C, T * 3 * C, dy, C, T * C, G, StorageType::f32, T, T * T);
+        dispatch_storage(type, [&]<typename H>() {
+            if constexpr (!std::is_same_v<H, float>) {
+                causal_softmax_backward_16bit_kernel<H><<<row_blocks(B * T), kRowsPerBlock * 32, 0, stream>>>(
+                    static_cast<const H*>(att), G, static_cast<H*>(dS), B, T, n_head, h, scale);
+                TRAINBENCH_CUDA_CHECK_LAUNCH();
+            }
+        });
+        // dQc(d, t) = sum_j K(d, j) G(j, t);  dKc(d, j) = sum_t Q(d, t) G(j, t)
+        product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, k, 3 * C, T * 3 * C, dS, T, T * T, dqkv + h * hs, StorageType::f32,
+                3 * C, T * 3 * C);
+        product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, q, 3 * C, T * 3 * C, dS, T, T * T, dqkv + h * hs + C,
+                StorageType::f32, 3 * C, T * 3 * C);
+    }
 }
 
 }  // namespace trainbench::cuda

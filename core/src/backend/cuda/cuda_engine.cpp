@@ -15,9 +15,13 @@
 // fp32 accumulation; the bias (from the working copy) is added in fp32 before the one rounding
 // into the output. Its backward rounds the output gradient to 16 bits for its products and keeps
 // the input gradient in fp32. LayerNorm, the residual add and the activations read and write
-// 16-bit storage directly (widen on load, one rounding on store); attention, the embedding and
-// the loss widen their 16-bit inputs into the planner's fp32 stagings, run their fp32 kernels,
-// and round their results. LayerNorm's statistics and all activation gradients stay fp32.
+// 16-bit storage directly (widen on load, one rounding on store). Attention's products take
+// 16-bit operands too (nn/attention.hpp's rounding points): with --fused on they read q, k, v
+// and att in their storage on the tensor cores; --fused off runs its fp32 kernels on widened
+// copies and rounds att, scale * dS and the output gradient in passes of their own. The
+// embedding and the loss widen their 16-bit inputs into the planner's fp32 stagings, run their
+// fp32 kernels and round their results. LayerNorm's statistics and all activation gradients stay
+// fp32.
 //
 // Memory: the planner's buffers, with their categories and in its order, except the packed
 // weights block and the weight staging, which only the CPU's products read; plus what CUDA
@@ -150,8 +154,9 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
             const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
             needed_scratch = std::max(needed_scratch, layernorm_backward_scratch_floats_cuda(C));
         } else if (op.kind == OpKind::attention && spec.fused) {
-            plan.attention_scratch_floats = std::max(plan.attention_scratch_floats,
-                                                     attention_backward_scratch_floats(g.micro_batch, op.rows_per_sample));
+            const int64_t floats = g.sixteen_bit() ? attention_backward_16bit_scratch_floats(g.micro_batch, op.rows_per_sample)
+                                                   : attention_backward_scratch_floats(g.micro_batch, op.rows_per_sample);
+            plan.attention_scratch_floats = std::max(plan.attention_scratch_floats, floats);
         } else if (op.kind == OpKind::attention) {
             needed_scratch = std::max(needed_scratch, attention_backward_eager_scratch_floats(
                                                           g.micro_batch, op.rows_per_sample, op.heads));
@@ -548,6 +553,16 @@ private:
 
     // Tensor t's buffer: fp32 values, or 16-bit codes where the plan stores it in 16 bits.
     void* stored(int t) const { return tensors_[static_cast<size_t>(t)]; }
+    // The type the products' operands have: the run's 16-bit type, or f32.
+    StorageType products_type() const { return plan_.graph.sixteen_bit() ? plan_.storage() : StorageType::f32; }
+    // --fused on in a 16-bit run: attention multiplies its 16-bit tensors in place on the tensor
+    // cores (attention_forward_16bit), with no fp32 copies of them.
+    bool on_16bit_operands(const OpDesc& op) const {
+        if (!spec_.fused || !plan_.graph.sixteen_bit()) return false;
+        for (int t : {op.inputs[0], op.outputs[0], op.outputs[1]})
+            if (!plan_.graph.stored_16bit(t)) return false;
+        return true;
+    }
     StorageType type_of(int t) const { return plan_.graph.stored_16bit(t) ? plan_.storage() : StorageType::f32; }
     // The buffer of a tensor stored in fp32 (every tensor in fp32 runs, statistics in 16-bit ones).
     float* tensor(int t) const { return static_cast<float*>(stored(t)); }
@@ -890,12 +905,18 @@ private:
             }
             case OpKind::attention: {
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                if (on_16bit_operands(op)) {  // reads and writes the 16-bit storage itself
+                    attention_forward_16bit(blas_, stored(op.inputs[0]), stored(op.outputs[0]), stored(op.outputs[1]),
+                                            output_staging_[1], plan_.storage(), n, op.rows_per_sample, C, op.heads,
+                                            stream_);
+                    return;
+                }
                 if (spec_.fused)
                     attention_forward(blas_, input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C,
                                       op.heads, stream_);
                 else
                     attention_forward_eager(blas_, input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample,
-                                            C, op.heads, stream_);
+                                            C, op.heads, products_type(), stream_);
                 break;
             }
             case OpKind::residual_add: {
@@ -1040,12 +1061,25 @@ private:
                 float* dqkv = grad(op.inputs[0]);
                 if (!dqkv) return;
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                const int64_t count = tensor_count(op.outputs[0], n);
+                if (on_16bit_operands(op)) {
+                    // The output gradient rounded into output staging 0 (free in the backward), as
+                    // for a linear op.
+                    convert_from_f32(dout, output_staging_[0], plan_.storage(), count, stream_);
+                    attention_backward_16bit(blas_, output_staging_[0], stored(op.inputs[0]), stored(op.outputs[1]), dqkv,
+                                             attention_scratch_, plan_.storage(), n, op.rows_per_sample, C, op.heads,
+                                             stream_);
+                    return;
+                }
+                // 16-bit products take their output gradient in 16 bits: rounded in place, as the
+                // CPU does (only this op reads it).
+                round_to_storage(grad(op.outputs[0]), products_type(), count, stream_);
                 if (spec_.fused)
                     attention_backward(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, attention_scratch_,
                                        n, op.rows_per_sample, C, op.heads, stream_);
                 else
                     attention_backward_eager(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, scratch_, n,
-                                             op.rows_per_sample, C, op.heads, stream_);
+                                             op.rows_per_sample, C, op.heads, products_type(), stream_);
                 return;
             }
             case OpKind::residual_add:

@@ -43,6 +43,12 @@ __global__ void gather_kernel(const Value* __restrict__ source, const int64_t* _
     if (i < count) destination[i] = source[indices[i]];
 }
 
+template <typename T>
+__global__ void round_kernel(float* values, int64_t n) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        values[i] = load_as_float(store_from_float<T>(values[i]));
+}
+
 __global__ void fill_kernel(float* destination, float value, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x)
@@ -67,6 +73,14 @@ void convert_to_f32(const void* source, StorageType type, float* destination, in
     dispatch_storage(type, [&]<typename T>() {
         widen_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const T*>(source),
                                                                         destination, n);
+    });
+    TRAINBENCH_CUDA_CHECK_LAUNCH();
+}
+
+void round_to_storage(float* values, StorageType type, int64_t n, cudaStream_t stream) {
+    if (n == 0 || type == StorageType::f32) return;
+    dispatch_storage(type, [&]<typename T>() {
+        round_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(values, n);
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }

@@ -134,7 +134,7 @@ __global__ void tensor_op_kernel(float* out, const float* x, const float* y, int
 }  // namespace
 
 void attention_forward_eager(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
-                             int64_t C, int64_t n_head, cudaStream_t stream) {
+                             int64_t C, int64_t n_head, StorageType products, cudaStream_t stream) {
     if (B == 0 || T == 0) return;
     const int64_t rows = B * n_head * T;
     attention_scores(blas, qkv, att, B, T, C, n_head);
@@ -145,13 +145,15 @@ void attention_forward_eager(cublasHandle_t blas, const float* qkv, float* out, 
     TRAINBENCH_CUDA_CHECK_LAUNCH();
     softmax_rows_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(att, rows, T);
     TRAINBENCH_CUDA_CHECK_LAUNCH();
+    round_to_storage(att, products, rows * T, stream);
     attention_values(blas, qkv, att, out, B, T, C, n_head);
 }
 
 int64_t attention_backward_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head) { return B * n_head * T * T; }
 
 void attention_backward_eager(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
-                              float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream) {
+                              float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, StorageType products,
+                              cudaStream_t stream) {
     if (B == 0 || T == 0) return;
     const int64_t rows = B * n_head * T;
     float* G = scratch;  // [B, H, T, T], laid out as att
@@ -163,6 +165,7 @@ void attention_backward_eager(cublasHandle_t blas, const float* dout, const floa
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C / n_head)));
     scale_kernel<<<element_blocks(rows * T), kThreads, 0, stream>>>(G, rows * T, scale);
     TRAINBENCH_CUDA_CHECK_LAUNCH();
+    round_to_storage(G, products, rows * T, stream);
     attention_query_key_gradients(blas, qkv, G, dqkv, B, T, C, n_head);
 }
 

@@ -16,14 +16,17 @@
 namespace trainbench::cuda {
 
 // Causal self-attention as attention_forward, with the scale, the mask and the softmax as three
-// passes over att [B, H, T, T].
+// passes over att [B, H, T, T]. In fp32 buffers; `products` (f32 or the run's 16-bit type) rounds
+// att and, in the backward, scale * dS in passes of their own, as nn/attention.hpp's eager form
+// does (the backward's dout arrives rounded).
 void attention_forward_eager(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
-                             int64_t C, int64_t n_head, cudaStream_t stream);
+                             int64_t C, int64_t n_head, StorageType products, cudaStream_t stream);
 // Floats of scratch attention_backward_eager needs: the gradient of every head's att at once.
 int64_t attention_backward_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head);
 // dqkv overwritten, as attention_backward, through the whole [B, H, T, T] gradient of att.
 void attention_backward_eager(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
-                              float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
+                              float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, StorageType products,
+                              cudaStream_t stream);
 
 // Floats of scratch softmax_cross_entropy_eager needs: the log-probabilities and their gradient.
 int64_t cross_entropy_eager_scratch_floats(int64_t classes, int64_t rows);

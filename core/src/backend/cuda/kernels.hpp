@@ -39,6 +39,9 @@ void convert_from_f32(const float* source, void* destination, StorageType type, 
 // The widening back: a tensor stored in `type` as fp32 values (a copy when type is f32).
 void convert_to_f32(const void* source, StorageType type, float* destination, int64_t n,
                     cudaStream_t stream);
+// Rounds fp32 values in place to the nearest value `type` holds (f32: nothing), as the CPU's
+// round_to_16bit: a 16-bit product's operand kept in an fp32 buffer.
+void round_to_storage(float* values, StorageType type, int64_t n, cudaStream_t stream);
 // Columns indices[0..count) of a preloaded split ([features x samples], one sample per
 // column): u8 pixels are scaled by 1/255 as the CPU gather does.
 void gather_columns_u8(const uint8_t* pixels, const int64_t* indices, int64_t count,
