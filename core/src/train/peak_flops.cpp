@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -102,8 +103,15 @@ MeasuredPeak cached_peak(const std::string& key, const std::string& what, Measur
         // No cache folder: this run's measurement alone.
     }
     auto entries = path.empty() ? std::map<std::string, double>{} : read_cache(path);
-    const double measured = measure();
     const auto earlier = entries.find(key);
+    // Under a tool that slows every kernel a hundredfold (compute-sanitizer), the measurement
+    // alone would take minutes: TRAINBENCH_REUSE_PEAK takes the cached peak when there is one.
+    if (earlier != entries.end() && std::getenv("TRAINBENCH_REUSE_PEAK") != nullptr) {
+        known[key] = earlier->second;
+        return described(earlier->second, "the best of the measurements in " + path.string() +
+                                              " (not measured again: TRAINBENCH_REUSE_PEAK)");
+    }
+    const double measured = measure();
     const double best = earlier == entries.end() ? measured : std::max(measured, earlier->second);
     known[key] = best;
     if (!path.empty() && best != (earlier == entries.end() ? 0.0 : earlier->second)) {

@@ -5,7 +5,8 @@
 // the run's precision (backend/cuda/cuda_matmul_peak.hpp). Measured once per process (0.1-0.5 s)
 // and kept as the best of all measurements in the user's cache folder (peak_flops.tsv: one
 // line per CPU model, thread count and vector ISA of the build, or per GPU and precision), so a
-// measurement disturbed by other programs does not stay the reference.
+// measurement disturbed by other programs does not stay the reference. With the environment
+// variable TRAINBENCH_REUSE_PEAK set, a cached peak is taken as it is, without measuring.
 #include <string>
 
 #include "trainbench/run_config.hpp"
