@@ -29,13 +29,15 @@ jobs="${JOBS:-$(nproc)}"
 # headers Qt6Gui's CMake package looks for; dataset-fashion-mnist is the Fashion example's data
 # and is read by the tests; bible-kjv (the `bible` program) and bible-kjv-text (its data) give
 # the King James Bible, the GPT example's default corpus "kjv", which the tests extract too.
+# libdnnl-dev is oneDNN, the library the CPU engine's matrix products run in where it beats
+# Eigen (bf16 on AMX or AVX512_BF16, fp32 on AVX-512; docs/ARCHITECTURE.md).
 # libopenmpi-dev and openmpi-bin (mpirun) give multi-process runs (--processes), which the tests
 # run; iproute2 (ip netns) lets a test stand two network namespaces in for two hosts
 # (tests/cli/test_cli_two_hosts.cpp, which skips where the machine does not allow it). nvcc is
 # optional: with it on PATH the CUDA engine is built too.
 packages=(
   build-essential cmake git ccache pkg-config
-  libeigen3-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
+  libeigen3-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libdnnl-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev
   libopenmpi-dev openmpi-bin iproute2
   dataset-fashion-mnist

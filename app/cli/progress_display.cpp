@@ -78,6 +78,7 @@ void ProgressDisplay::start(const RunPlan& plan) {
     }
     std::fprintf(out_, "memory plan%s: %s (%s)\n", plan.processes > 1 ? " per process" : "",
                  format_bytes(plan.planned_total()).c_str(), categories.c_str());
+    if (!plan.products.empty()) std::fprintf(out_, "matrix products: %s\n", plan.products.c_str());
     if (plan.fused_traffic_bytes > 0)
         std::fprintf(out_, "memory traffic per update: %s with fused kernels (--fused on), %s one op at a time (--fused off)\n",
                      format_bytes(plan.fused_traffic_bytes).c_str(), format_bytes(plan.eager_traffic_bytes).c_str());

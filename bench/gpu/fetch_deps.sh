@@ -4,7 +4,8 @@
 # packages are downloaded (not installed) into .deps/debs (git-ignored); run.sh unpacks them on
 # the GPU machine, outside the working tree (see its `unpack_deps`). They travel as .deb files
 # because unpacked, Qt's ICU alone would take half of the 64 MiB the device tool carries.
-#   build:  Eigen, nlohmann-json, CLI11, zlib (headers and static library)
+#   build:  Eigen, nlohmann-json, CLI11, zlib (headers and static library), oneDNN (the CPU
+#           engine's products; the GPU checks compare against that engine)
 #   tests:  Qt 6 Core + Test and what they link (only so the Qt Test suite
 #           tests/core/test_cuda_engine.cpp can be built and run on a real GPU)
 #   data:   Fashion-MNIST from Debian's dataset-fashion-mnist, when installed here
@@ -14,7 +15,7 @@ deps="$root/.deps"
 rm -rf "$deps/debs"
 mkdir -p "$deps/debs"
 cd "$deps/debs"
-build_packages=(libeigen3-dev nlohmann-json3-dev libcli11-dev zlib1g-dev zlib1g)
+build_packages=(libeigen3-dev nlohmann-json3-dev libcli11-dev zlib1g-dev zlib1g libdnnl-dev libdnnl2)
 test_packages=(qt6-base-dev qt6-base-dev-tools qmake6 qmake6-bin libqt6core6 libqt6test6 libicu72 libdouble-conversion3
                libpcre2-16-0 libb2-1 libglib2.0-0 libpcre2-8-0 libffi8 libmount1 libblkid1
                libselinux1 libzstd1)

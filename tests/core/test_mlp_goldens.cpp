@@ -58,6 +58,9 @@ RunConfig base() {
     config.threads = 2;            // the products split across two workers
     config.optimizer.kind = OptimizerKind::adam;
     config.optimizer.lr = 0.01;
+    // The goldens pin the engine's own Eigen products, whatever this CPU's automatic choice;
+    // oneDNN's are checked against fp64 references and PyTorch (test_onednn_products.cpp).
+    config.cpu_products = CpuProducts::eigen;
     return config;
 }
 

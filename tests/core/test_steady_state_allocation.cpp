@@ -15,23 +15,38 @@ using namespace trainbench;
 namespace {
 
 // Trains `config` (40 updates) and counts the allocations of updates 5 to 35, after the first
-// ones have filled the arena's cache.
+// ones have filled the arena's cache. Inside oneDNN's executions (the products with
+// --cpu-products onednn) its own bookkeeping is allowed, and bounded: at most 7 blocks per
+// product (a node per argument in its argument map, the map's buckets and its thread loop's
+// closure), each freed before the product returns (allocation_counter.hpp says why).
 void expect_no_allocation_in_updates_5_to_35(const RunConfig& config, std::shared_ptr<const Dataset> data) {
-    long during = 0;
+    long during = 0, inside_onednn = 0, freed_inside_onednn = 0;
+    int64_t products = 0;
     Observer observer;
     observer.on_update = [&](const StepMetrics& m) {
         if (m.update == 5) {
             allocations = 0;
+            allocations_inside_onednn = 0;
+            frees_inside_onednn = 0;
+            products = onednn_executions();
             counting = true;
         }
         if (m.update == 35) {
             counting = false;
             during = allocations.load();
+            inside_onednn = allocations_inside_onednn.load();
+            freed_inside_onednn = frees_inside_onednn.load();
+            products = onednn_executions() - products;
         }
     };
     const RunResult result = train(config, observer, nullptr, std::move(data));
     QVERIFY2(result.reason == StopReason::max_steps, result.message.c_str());
+    qInfo("products: %s; %lld oneDNN products, which allocated %ld blocks and freed %ld inside them",
+          to_string(config.cpu_products).c_str(), static_cast<long long>(products), inside_onednn, freed_inside_onednn);
     QVERIFY2(during == 0, qPrintable(QString("%1 allocations during 30 updates").arg(during)));
+    QVERIFY2(inside_onednn <= 7 * products, "oneDNN allocated more than its per-execution bookkeeping");
+    QCOMPARE(freed_inside_onednn, inside_onednn);
+    if (config.cpu_products == CpuProducts::eigen) QCOMPARE(products, int64_t{0});
 }
 
 }  // namespace
@@ -43,15 +58,20 @@ private slots:
         QTest::addColumn<QString>("precision");
         QTest::addColumn<bool>("checkpointing");
         QTest::addColumn<int>("prefetch");
-        QTest::newRow("fp32") << "fp32" << false << 0;
-        QTest::newRow("bf16-checkpointing") << "bf16" << true << 0;
-        QTest::newRow("fp16-prefetch") << "fp16" << false << 2;
+        QTest::addColumn<QString>("products");
+        for (const char* products : {"eigen", "onednn"}) {
+            const std::string p(products);
+            QTest::newRow(("fp32-" + p).c_str()) << "fp32" << false << 0 << products;
+            QTest::newRow(("bf16-checkpointing-" + p).c_str()) << "bf16" << true << 0 << products;
+            QTest::newRow(("fp16-prefetch-" + p).c_str()) << "fp16" << false << 2 << products;
+        }
     }
     void updates_do_not_allocate() {
         SKIP_WITHOUT_ALLOCATION_COUNTER();
         QFETCH(QString, precision);
         QFETCH(bool, checkpointing);
         QFETCH(int, prefetch);
+        QFETCH(QString, products);
         DataOptions options;
         options.synthetic_samples = 20000;
         const auto data = std::make_shared<const Dataset>(load_dataset("spirals", options));
@@ -64,6 +84,7 @@ private slots:
         config.precision = parse_precision(precision.toStdString());
         config.gradient_checkpointing = checkpointing;
         config.prefetch = prefetch;
+        config.cpu_products = parse_cpu_products(products.toStdString());
         expect_no_allocation_in_updates_5_to_35(config, data);
     }
 
@@ -72,13 +93,21 @@ private slots:
     void gpt_updates_do_not_allocate_data() {
         QTest::addColumn<bool>("checkpointing");
         QTest::addColumn<int>("prefetch");
-        QTest::newRow("fp32") << false << 0;
-        QTest::newRow("checkpointing-prefetch") << true << 2;
+        QTest::addColumn<QString>("precision");
+        QTest::addColumn<QString>("products");
+        for (const char* products : {"eigen", "onednn"}) {
+            const std::string p(products);
+            QTest::newRow(("fp32-" + p).c_str()) << false << 0 << "fp32" << products;
+            QTest::newRow(("bf16-" + p).c_str()) << false << 0 << "bf16" << products;
+            QTest::newRow(("checkpointing-prefetch-" + p).c_str()) << true << 2 << "fp32" << products;
+        }
     }
     void gpt_updates_do_not_allocate() {
         SKIP_WITHOUT_ALLOCATION_COUNTER();
         QFETCH(bool, checkpointing);
         QFETCH(int, prefetch);
+        QFETCH(QString, precision);
+        QFETCH(QString, products);
         QTemporaryDir folder;
         QVERIFY(folder.isValid());
         QFile text(folder.filePath("text.txt"));
@@ -98,6 +127,8 @@ private slots:
         config.eval_samples = 16;
         config.gradient_checkpointing = checkpointing;
         config.prefetch = prefetch;
+        config.precision = parse_precision(precision.toStdString());
+        config.cpu_products = parse_cpu_products(products.toStdString());
         expect_no_allocation_in_updates_5_to_35(config, nullptr);
     }
 };

@@ -15,6 +15,10 @@ enum class ModelFamily { mlp, gpt, cnn };
 // --fused: element-wise ops folded into their neighbours' kernels (what torch.compile does), or
 // each run as its own pass over memory (eager PyTorch).
 enum class FusedKernels { on, off };
+// --cpu-products: the library the CPU engine's matrix products run in. automatic: oneDNN where
+// it is faster than Eigen on this CPU (its bf16 kernels where the CPU multiplies bf16 natively,
+// AMX or AVX512_BF16; its fp32 kernels where it has AVX-512), Eigen elsewhere.
+enum class CpuProducts { automatic, eigen, onednn };
 
 // Hyper-parameters follow torch.optim's names and defaults. Unset optionals resolve to the
 // chosen optimizer's PyTorch default (see resolved_*()).
@@ -106,6 +110,7 @@ struct RunConfig {
     bool auto_fit = false;           // raise step_size until the plan fits memory_limit_bytes
     bool gradient_checkpointing = false;
     FusedKernels fused = FusedKernels::on;
+    CpuProducts cpu_products = CpuProducts::automatic;
     int64_t empty_cache_steps = 0;   // release cached blocks every N updates; 0 = never
     int64_t prefetch = 0;            // micro-batches prepared ahead on a loader thread; 0 = inline
     bool preload_device = false;     // cuda: keep the whole training set on the device
@@ -126,6 +131,7 @@ std::string to_string(ScheduleKind);
 std::string to_string(Precision);
 std::string to_string(ModelFamily);
 std::string to_string(FusedKernels);
+std::string to_string(CpuProducts);
 // Parsers throw Error naming the field and the accepted values.
 Activation parse_activation(const std::string&);
 OptimizerKind parse_optimizer(const std::string&);
@@ -133,6 +139,7 @@ ScheduleKind parse_schedule(const std::string&);
 Precision parse_precision(const std::string&);
 ModelFamily parse_model_family(const std::string&);
 FusedKernels parse_fused_kernels(const std::string&);
+CpuProducts parse_cpu_products(const std::string&);
 // Every name the parser of Enum accepts, in declaration order: the choices of a form's list.
 template <class Enum>
 std::vector<std::string> names_of();
@@ -142,6 +149,7 @@ template <> std::vector<std::string> names_of<ScheduleKind>();
 template <> std::vector<std::string> names_of<Precision>();
 template <> std::vector<std::string> names_of<ModelFamily>();
 template <> std::vector<std::string> names_of<FusedKernels>();
+template <> std::vector<std::string> names_of<CpuProducts>();
 
 // The defaults of a model family: RunConfig{} for the MLP; for the GPT, nanoGPT's recipe
 // (AdamW lr 1e-3, betas 0.9/0.95, weight decay 0.1, clipping at 1.0, 100 warmup updates then

@@ -30,6 +30,9 @@ struct RunPlan {
     BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update), per process
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
+    // What the CPU engine multiplies with (--cpu-products made concrete for this CPU and
+    // precision): "oneDNN bf16 (avx512_core_amx)", "Eigen fp32", ...; empty on CUDA.
+    std::string products;
     // Bytes the CPU executor moves through memory in one update (plan/memory_traffic.hpp), with
     // its element-wise ops fused (--fused on) and run one by one (--fused off); 0 on CUDA.
     int64_t fused_traffic_bytes = 0;

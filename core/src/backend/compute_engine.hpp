@@ -28,6 +28,7 @@ struct EngineSpec {
     int64_t max_eval_batch = 1;
     bool gradient_checkpointing = false;
     bool fused = true;                 // RunConfig::fused
+    CpuProducts cpu_products = CpuProducts::automatic;  // cpu only
     // CUDA, fused: each micro-batch's kernels replayed as a CUDA graph. Not a setting: the tests
     // turn it off to show that the graphs change no bit.
     bool cuda_graphs = true;
@@ -63,6 +64,10 @@ class ComputeEngine {
 public:
     virtual ~ComputeEngine() = default;
 
+    // Every sample count the run will give forward_backward, evaluate and logits_row, told once
+    // before the first update: an engine whose kernels are made per shape (the CPU's oneDNN
+    // products) makes them here, so that none is made inside the training loop.
+    virtual void prepare_micro_batches(const std::vector<int64_t>& /*sample_counts*/) {}
     virtual void set_weights(const ModelWeights& weights) = 0;
     virtual ModelWeights weights() const = 0;
     // The accumulated gradients under the parameters' names (as weights() names them), for

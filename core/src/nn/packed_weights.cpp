@@ -41,8 +41,8 @@ constexpr int64_t kMaxDepthBlock = 320;
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-// Rows [row, row + rows) of columns [column, column + columns) of a column-major output whose
-// columns hold `height` rows.
+}  // namespace
+
 void apply_epilogue(const ProductEpilogue& epilogue, float* output, int64_t height, int64_t row, int64_t rows,
                     int64_t column, int64_t columns) {
     for (int64_t j = column; j < column + columns; ++j) {
@@ -52,8 +52,6 @@ void apply_epilogue(const ProductEpilogue& epilogue, float* output, int64_t heig
         activation_forward_serial(epilogue.activation, values, into, rows);
     }
 }
-
-}  // namespace
 
 int64_t PackedLayout::block_offset(int64_t slice, int64_t k_block) const {
     // Blocks are stored slice by slice, depth block by depth block.

@@ -55,6 +55,11 @@ struct ProductEpilogue {
     Precision rounding = Precision::fp32;  // fp32: none
 };
 
+// The epilogue over rows [row, row + rows) of columns [column, column + columns) of a
+// column-major product output whose columns hold `height` rows, on the calling thread.
+void apply_epilogue(const ProductEpilogue& epilogue, float* output, int64_t height, int64_t row, int64_t rows,
+                    int64_t column, int64_t columns);
+
 // Rows [slice_begin(first), slice_begin(end)) of C = M B (+ bias), where M is the packed
 // matrix, B is [depth x batch] and C [rows x batch], both column-major. With a bias, C starts
 // as the bias; without, C is overwritten. Runs on the calling thread; each element of C is

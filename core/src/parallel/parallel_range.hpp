@@ -30,12 +30,18 @@ void parallel_range(int64_t n, int64_t work_per_item, Body body) {
         &context);
 }
 
+// How many members parallel_members runs `total_work` on: the shared team's, or 1.
+inline int members_for(int64_t total_work) {
+    const int members = WorkerTeam::shared().members();
+    return members <= 1 || total_work < kMinParallelWork ? 1 : members;
+}
+
 // Runs body(member, members) once per member of the shared WorkerTeam (or body(0, 1) on the
 // calling thread when `total_work` is too small), for work split in more than one way.
 template <class Body>
 void parallel_members(int64_t total_work, Body body) {
     WorkerTeam& team = WorkerTeam::shared();
-    if (team.members() <= 1 || total_work < kMinParallelWork) {
+    if (members_for(total_work) == 1) {
         body(0, 1);
         return;
     }

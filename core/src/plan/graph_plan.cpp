@@ -10,6 +10,7 @@
 #include "nn/layernorm.hpp"
 #include "nn/lora.hpp"
 #include "nn/loss.hpp"
+#include "nn/onednn_linear.hpp"
 #include "optim/optimizer_step.hpp"
 
 namespace trainbench {
@@ -353,15 +354,32 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                 // A convolution's products are a Linear layer's over its rows of receptive fields.
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
                 const int64_t out = shape[0], in = m.params[static_cast<size_t>(op.params[0])].numel() / out;
+                if (op.kind == OpKind::lora_linear) {
+                    const int64_t rank = m.params[static_cast<size_t>(op.params[2])].shape[0];
+                    plan.scratch_floats = std::max(plan.scratch_floats, lora_backward_scratch_floats(plan.micro_batch * op.rows_per_sample, rank));
+                }
+                if (op.kind != OpKind::conv2d && plan.products != ProductKernel::eigen) {
+                    PackedLinear& p = plan.packed[o];
+                    p.onednn = true;
+                    p.input_grad = requires_grad[static_cast<size_t>(op.inputs[0])];
+                    const bool bias = op.params.size() > 1;
+                    if (plan.sixteen_bit() && plan.products == ProductKernel::onednn_f32) p.widened_weight_offset = take(in * out);
+                    if (plan.sixteen_bit() && bias) p.widened_bias_offset = take(out);
+                    const MatmulOperands operands =
+                        plan.products == ProductKernel::onednn_bf16 ? MatmulOperands::bf16 : MatmulOperands::f32;
+                    plan.scratch_floats = std::max(plan.scratch_floats,
+                                                   onednn_linear_scratch_floats(out, plan.micro_batch * op.rows_per_sample));
+                    plan.onednn_scratchpad_bytes = std::max(
+                        plan.onednn_scratchpad_bytes,
+                        onednn_linear_scratchpad_bytes(operands, in, out, plan.micro_batch * op.rows_per_sample, bias,
+                                                       p.input_grad, plan.threads));
+                    break;
+                }
                 if (op.kind == OpKind::conv2d)
                     plan.scratch_floats = std::max(plan.scratch_floats, conv2d_scratch_floats(conv_shape(m, op), plan.micro_batch));
                 PackedLinear& p = plan.packed[o];
                 p.forward = make_packed_layout(PackedOperand::weights, in, out, plan.threads);
                 p.forward_offset = take(p.forward.total_floats() + out);
-                if (op.kind == OpKind::lora_linear) {
-                    const int64_t rank = m.params[static_cast<size_t>(op.params[2])].shape[0];
-                    plan.scratch_floats = std::max(plan.scratch_floats, lora_backward_scratch_floats(plan.micro_batch * op.rows_per_sample, rank));
-                }
                 if (requires_grad[static_cast<size_t>(op.inputs[0])]) {
                     p.transposed = make_packed_layout(PackedOperand::weights_transposed, in, out, plan.threads);
                     p.transposed_offset = take(p.transposed.total_floats());
@@ -443,6 +461,7 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const Pla
     plan.checkpointing = options.checkpointing;
     plan.precision = options.precision;
     plan.fused = options.fused;
+    plan.products = options.products;
     for (const TensorDesc& t : model.tensors) plan.tensor_elements.push_back(t.per_sample * micro_batch);
     check_frozen_params(model);
     const Uses uses = find_uses(model);
@@ -471,6 +490,7 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const Pla
         add(MemoryCategory::optimizer_state, plan.optimizer_shard.size() * 4 * plan.optimizer_slots);
     if (plan.optimizer_scratch_floats > 0) add(MemoryCategory::workspace, plan.optimizer_scratch_floats * 4);
     add(MemoryCategory::workspace, plan.packed_floats * 4);
+    if (plan.onednn_scratchpad_bytes > 0) add(MemoryCategory::workspace, plan.threads * plan.onednn_scratchpad_bytes);
     plan.first_step_buffer = plan.buffers.size();
     if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets
     for (size_t t = 0; t < model.tensors.size(); ++t)
@@ -486,6 +506,31 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const Pla
         add(MemoryCategory::workspace, plan.weight_staging_floats * 4);
     }
     return plan;
+}
+
+ProductKernel choose_product_kernel(CpuProducts requested, Precision precision) {
+    switch (requested) {
+        case CpuProducts::eigen: return ProductKernel::eigen;
+        case CpuProducts::onednn:
+            return precision == Precision::bf16 && onednn_has_native_bf16() ? ProductKernel::onednn_bf16
+                                                                             : ProductKernel::onednn_f32;
+        case CpuProducts::automatic: break;
+    }
+    // Measured (docs/ARCHITECTURE.md, "Products on the CPU"): oneDNN's bf16 kernels beat every
+    // fp32 product only where the CPU multiplies bf16 natively; its fp32 kernels beat Eigen's
+    // on AVX-512. On AVX2 alone Eigen stays, as it was before oneDNN came in.
+    if (precision == Precision::bf16 && onednn_has_native_bf16()) return ProductKernel::onednn_bf16;
+    if (onednn_has_avx512()) return ProductKernel::onednn_f32;
+    return ProductKernel::eigen;
+}
+
+std::string describe(ProductKernel kernel) {
+    switch (kernel) {
+        case ProductKernel::eigen: return "Eigen fp32";
+        case ProductKernel::onednn_f32: return std::string("oneDNN fp32 (") + onednn_isa_name(false) + ")";
+        case ProductKernel::onednn_bf16: return std::string("oneDNN bf16 (") + onednn_isa_name(true) + ")";
+    }
+    return "";
 }
 
 ConvShape conv_shape(const ModelDesc& model, const OpDesc& op) {

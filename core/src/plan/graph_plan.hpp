@@ -5,6 +5,7 @@
 // the run plan sums the same list, so the memory plan equals the allocation by construction.
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/model_desc.hpp"
@@ -24,12 +25,27 @@ struct PlannedBuffer {
     int64_t bytes = 0;
 };
 
-// W packed for the forward product and, when the op's input needs a gradient, W^T for it.
+// The kernels a linear op's products run in on the CPU (RunConfig::cpu_products made concrete
+// for this CPU and precision): Eigen's fp32 product on weights packed once per update; oneDNN's
+// fp32 product on the weights as stored (16-bit runs: widened once per update); oneDNN's bf16
+// product on the 16-bit activations and working copy as stored (nn/onednn_linear.hpp).
+enum class ProductKernel { eigen, onednn_f32, onednn_bf16 };
+ProductKernel choose_product_kernel(CpuProducts requested, Precision precision);
+// For the plan's summary: "oneDNN bf16 (avx512_core_amx)", "Eigen fp32", ...
+std::string describe(ProductKernel kernel);
+
+// Eigen's kernels: W packed for the forward product and, when the op's input needs a gradient,
+// W^T for it. oneDNN's read W where it is stored and need only what a 16-bit run widens once
+// per update: W and the bias for fp32 products, the bias for bf16 ones.
 struct PackedLinear {
     PackedLayout forward;
     int64_t forward_offset = -1;  // floats into the packed block; the bias follows W
     PackedLayout transposed;
     int64_t transposed_offset = -1;  // -1: the input needs no gradient
+    bool onednn = false;             // the op's products run in oneDNN (the fields below)
+    bool input_grad = false;
+    int64_t widened_weight_offset = -1;  // floats into the packed block; -1: none
+    int64_t widened_bias_offset = -1;
 };
 
 struct GraphPlan {
@@ -110,8 +126,11 @@ struct GraphPlan {
     int64_t optimizer_scratch_floats = 0;
     std::vector<ShardRange> optimizer_tensors;
 
+    ProductKernel products = ProductKernel::eigen;  // of the linear ops (conv2d and LoRA: Eigen)
     std::vector<PackedLinear> packed;  // per op (linear ops only)
     int64_t packed_floats = 0;
+    // oneDNN's scratchpad, per member of the worker team (a region each, persistent workspace).
+    int64_t onednn_scratchpad_bytes = 0;
     int64_t scratch_floats = 0;        // the largest kernel scratch
     int64_t token_elements = 0;        // int32 inputs and targets of a token micro-batch
 
@@ -125,7 +144,8 @@ struct GraphPlan {
     int64_t weight_staging_floats = 0;
 
     // Every allocation, persistent ones first (the weights: fp32, or fp32 master weights and the
-    // 16-bit working copy; gradients; optimizer state; packed weights last); per-micro-batch ones
+    // 16-bit working copy; gradients; optimizer state; packed weights; oneDNN's scratchpads when
+    // it runs the products); per-micro-batch ones
     // after `first_step_buffer` (the gradient bucket block, when planned, follows the activation
     // gradients' block; 16-bit runs append the stagings).
     std::vector<PlannedBuffer> buffers;
@@ -158,6 +178,7 @@ struct PlanOptions {
     bool checkpointing = false;
     Precision precision = Precision::fp32;
     bool fused = true;
+    ProductKernel products = ProductKernel::eigen;
     int shard_rank = 0;
     int shard_count = 1;
     bool shard_gradients = false;

@@ -293,6 +293,12 @@ std::vector<ConfigField> make_fields() {
          .kind = K::choice,
          .details = "What torch.compile does to a model. On: bias and activation are applied in the matrix product's epilogue, a residual add and the LayerNorm after it are one pass, attention's scale, mask and softmax are one pass, cross-entropy is computed with its softmax, and the optimizer updates each block of parameters in one pass. Off runs each of those as its own pass over memory, as eager PyTorch does (the loss as log_softmax then nll_loss; attention's backward then holds the whole gradient of the probabilities). Same results up to float rounding; the plan counts the bytes each way moves (on the CPU). On CUDA, on also replays each micro-batch of a GPT as one CUDA graph; off launches every kernel and runs attention's scale, mask and softmax, the loss and the optimizer one op at a time.",
          .access = RUN_CONFIG_CHOICE(fused, &parse_fused_kernels)},
+        {.key = "cpu_products", .flag = "--cpu-products", .label = "CPU products", .group = kDevice,
+         .help = "auto|eigen|onednn: the library the CPU engine's matrix products run in",
+         .kind = K::choice,
+         .details = "Which library multiplies the matrices of the CPU engine (Linear layers). oneDNN (Intel's, what PyTorch uses) runs bf16 products on 16-bit operands with fp32 accumulation on AMX or AVX512_BF16, several times faster than fp32 where the CPU has them, and its AVX-512 fp32 products faster than Eigen's. eigen is the engine's own Eigen product, in fp32 for every precision (16-bit values widened first), and the reference the tests compare with. auto takes oneDNN's bf16 kernels for bf16 runs where the CPU multiplies bf16 natively, oneDNN's fp32 kernels where it has AVX-512, and Eigen elsewhere; the plan shows what it chose. Same results up to float rounding.",
+         .only_when = FieldCondition{"device", {"cpu"}},
+         .access = RUN_CONFIG_CHOICE(cpu_products, &parse_cpu_products)},
         // `compare` has its own --empty-cache-steps: the N of its "empty cache" run.
         {.key = "empty_cache_steps", .flag = "--empty-cache-steps", .label = "Empty cache every", .group = kDevice,
          .help = "release the allocator cache every N updates", .kind = K::integer,

@@ -20,6 +20,7 @@ EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_
     spec.max_eval_batch = micro_batch;
     spec.gradient_checkpointing = config.gradient_checkpointing;
     spec.fused = config.fused == FusedKernels::on;
+    spec.cpu_products = config.cpu_products;
     // "All cores" is shared among the processes, so processes x threads never exceeds the cores
     // unless --threads asks for more.
     spec.threads = config.threads > 0 ? config.threads

@@ -138,12 +138,15 @@ MeasuredPeak device_peak_flops(const RunConfig& config) {
         return {0.0, "no peak: built without CUDA"};
 #endif
     }
-    // The CPU engine multiplies in fp32 in every precision (16-bit values are widened first).
+    // The product the run's linear layers use: Eigen's or oneDNN's fp32 one (16-bit values
+    // widened), or oneDNN's bf16 one.
     const int threads = WorkerTeam::shared().members();
-    return cached_peak(cpu_model_name() + " | " + std::to_string(threads) + " threads | " + build_vector_isa(),
-                       std::string("the engine's fp32 matrix product on ") + std::to_string(threads) +
+    const ProductKernel kernel = choose_product_kernel(config.cpu_products, config.precision);
+    const std::string suffix = kernel == ProductKernel::eigen ? "" : " | " + describe(kernel);
+    return cached_peak(cpu_model_name() + " | " + std::to_string(threads) + " threads | " + build_vector_isa() + suffix,
+                       "the engine's " + describe(kernel) + " matrix product on " + std::to_string(threads) +
                            (threads == 1 ? " thread" : " threads"),
-                       [] { return measure_cpu_matmul_flops(); });
+                       [kernel] { return measure_cpu_matmul_flops(kernel); });
 }
 
 }  // namespace trainbench

@@ -67,6 +67,8 @@ constexpr NameTable<Precision, 3> kPrecisionNames{{{Precision::fp32, "fp32"},
                                                    {Precision::fp16, "fp16"},
                                                    {Precision::bf16, "bf16"}}};
 constexpr NameTable<FusedKernels, 2> kFusedKernelsNames{{{FusedKernels::on, "on"}, {FusedKernels::off, "off"}}};
+constexpr NameTable<CpuProducts, 3> kCpuProductsNames{
+    {{CpuProducts::automatic, "auto"}, {CpuProducts::eigen, "eigen"}, {CpuProducts::onednn, "onednn"}}};
 
 template <typename Enum, size_t N>
 std::string name_of(const NameTable<Enum, N>& table, Enum value) {
@@ -116,6 +118,7 @@ std::string to_string(ScheduleKind k) { return name_of(kScheduleNames, k); }
 std::string to_string(Precision p) { return name_of(kPrecisionNames, p); }
 std::string to_string(ModelFamily f) { return name_of(kModelFamilyNames, f); }
 std::string to_string(FusedKernels f) { return name_of(kFusedKernelsNames, f); }
+std::string to_string(CpuProducts p) { return name_of(kCpuProductsNames, p); }
 
 Activation parse_activation(const std::string& s) {
     return parse_name(kActivationNames, s, "activation");
@@ -133,6 +136,7 @@ ModelFamily parse_model_family(const std::string& s) {
     return parse_name(kModelFamilyNames, s, "model");
 }
 FusedKernels parse_fused_kernels(const std::string& s) { return parse_name(kFusedKernelsNames, s, "fused"); }
+CpuProducts parse_cpu_products(const std::string& s) { return parse_name(kCpuProductsNames, s, "cpu_products"); }
 
 template <> std::vector<std::string> names_of<Activation>() { return all_names(kActivationNames); }
 template <> std::vector<std::string> names_of<OptimizerKind>() { return all_names(kOptimizerNames); }
@@ -140,6 +144,7 @@ template <> std::vector<std::string> names_of<ScheduleKind>() { return all_names
 template <> std::vector<std::string> names_of<Precision>() { return all_names(kPrecisionNames); }
 template <> std::vector<std::string> names_of<ModelFamily>() { return all_names(kModelFamilyNames); }
 template <> std::vector<std::string> names_of<FusedKernels>() { return all_names(kFusedKernelsNames); }
+template <> std::vector<std::string> names_of<CpuProducts>() { return all_names(kCpuProductsNames); }
 
 RunConfig default_config(ModelFamily family) {
     RunConfig c;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "parallel/shard_range.hpp"
+#include "plan/graph_plan.hpp"
 #include "train/engine_factory.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/trainer.hpp"
@@ -108,6 +109,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.planned_bytes = plan_engine_memory(config, spec);
     if (!is_cuda_device(config.device)) {
         plan.threads = spec.threads;
+        plan.products = describe(choose_product_kernel(spec.cpu_products, spec.precision));
         EngineSpec other = spec;
         other.fused = !spec.fused;
         const int64_t traffic = plan_cpu_engine_traffic(spec, config.step_size);

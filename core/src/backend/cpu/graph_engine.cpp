@@ -18,6 +18,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "nn/lora.hpp"
 #include "nn/loss.hpp"
 #include "nn/max_pool.hpp"
+#include "nn/onednn_linear.hpp"
 #include "nn/packed_weights.hpp"
 #include "optim/gradient_norm.hpp"
 #include "optim/optimizer_state_tensors.hpp"
@@ -59,6 +61,7 @@ GraphPlan plan_for(const EngineSpec& spec) {
                             .checkpointing = spec.gradient_checkpointing,
                             .precision = spec.precision,
                             .fused = spec.fused,
+                            .products = choose_product_kernel(spec.cpu_products, spec.precision),
                             .shard_rank = sharded ? spec.shard_rank : 0,
                             .shard_count = sharded ? spec.shard_count : 1,
                             .shard_gradients = spec.zero_stage >= 2});
@@ -87,10 +90,34 @@ public:
         }
         if (plan_.optimizer_scratch_floats > 0) optimizer_scratch_ = static_cast<float*>(take());
         packed_ = static_cast<float*>(take());
+        if (plan_.products != ProductKernel::eigen) {
+            void* scratchpads = plan_.onednn_scratchpad_bytes > 0 ? take() : nullptr;
+            onednn_ = std::make_unique<OnednnProducts>(plan_.threads, scratchpads, plan_.onednn_scratchpad_bytes);
+        }
         std::fill(grads_, grads_ + plan_.gradient_floats(), 0.0f);
         tensors_.assign(plan_.model.tensors.size(), nullptr);
         slots_.assign(plan_.slot_elements.size(), nullptr);
         step_buffers_.reserve(plan_.buffers.size());
+    }
+
+    void prepare_micro_batches(const std::vector<int64_t>& sample_counts) override {
+        if (!onednn_) return;
+        const ModelDesc& m = plan_.model;
+        for (int64_t n : sample_counts) {
+            if (n < 1 || n > plan_.micro_batch) continue;  // begin_micro_batch refuses such batches
+            for (size_t o = 0; o < m.ops.size(); ++o) {
+                const OpDesc& op = m.ops[o];
+                const PackedLinear& p = plan_.packed[o];
+                if (!p.onednn) continue;
+                const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
+                const bool weight_grad = op.kind == OpKind::linear && trainable(op.params[0]) &&
+                                         plan_.grad_offset[static_cast<size_t>(op.outputs[0])] >= 0;
+                const bool has_bias = op.kind == OpKind::linear && op.params.size() > 1;
+                onednn_linear_prepare(*onednn_, onednn_operands(), shape[1], shape[0], plan_.rows(op, n),
+                                      has_bias || op.kind == OpKind::lora_linear, weight_grad,
+                                      p.input_grad && plan_.grad_offset[static_cast<size_t>(op.inputs[0])] >= 0);
+            }
+        }
     }
 
     void set_weights(const ModelWeights& weights) override {
@@ -433,7 +460,7 @@ private:
     }
 
     // W (with its bias beside it) and W^T of every linear op, packed once per update; frozen
-    // ones once after set_weights.
+    // ones once after set_weights. Ops on oneDNN get what their products read widened instead.
     void refresh_packed_weights() {
         if (!packed_stale_) return;
         const ModelDesc& m = plan_.model;
@@ -442,6 +469,10 @@ private:
             if (op.kind != OpKind::linear && op.kind != OpKind::lora_linear && op.kind != OpKind::conv2d) continue;
             if (frozen_packed_ && !trainable(op.params[0])) continue;
             const PackedLinear& p = plan_.packed[o];
+            if (p.onednn) {
+                widen_for_onednn(op, p);
+                continue;
+            }
             const float* w = product_param(op, 0);
             float* packed = packed_ + p.forward_offset;
             pack_weights(p.forward, w, packed);
@@ -458,6 +489,36 @@ private:
     void forward(int64_t n) {
         const ModelDesc& m = plan_.model;
         for (size_t o = 0; o < m.ops.size(); ++o) forward_op(static_cast<int>(o), n);
+    }
+
+    // --- A linear op's products in oneDNN (PackedLinear::onednn)
+    bool bf16_products() const { return plan_.products == ProductKernel::onednn_bf16; }
+    MatmulOperands onednn_operands() const { return bf16_products() ? MatmulOperands::bf16 : MatmulOperands::f32; }
+    // 16-bit runs: W (fp32 products) and the bias widened from the working copy, once per update.
+    void widen_for_onednn(const OpDesc& op, const PackedLinear& p) {
+        auto widen = [&](size_t k, int64_t offset) {
+            const int param = op.params[k];
+            load_16bit(plan_.precision, params16_ + plan_.params.offset[static_cast<size_t>(param)], packed_ + offset,
+                       plan_.model.params[static_cast<size_t>(param)].numel());
+        };
+        if (p.widened_weight_offset >= 0) widen(0, p.widened_weight_offset);
+        if (p.widened_bias_offset >= 0) widen(1, p.widened_bias_offset);
+    }
+    // W as the products read it: bf16 codes of the working copy, the fp32 weights, or their
+    // widened copy.
+    const void* onednn_weight(const OpDesc& op, const PackedLinear& p) const {
+        const int64_t offset = plan_.params.offset[static_cast<size_t>(op.params[0])];
+        if (bf16_products()) return params16_ + offset;
+        return p.widened_weight_offset >= 0 ? packed_ + p.widened_weight_offset : params_ + offset;
+    }
+    const float* onednn_bias(const OpDesc& op, const PackedLinear& p) const {
+        if (op.params.size() < 2) return nullptr;
+        if (p.widened_bias_offset >= 0) return packed_ + p.widened_bias_offset;
+        return params_ + plan_.params.offset[static_cast<size_t>(op.params[1])];
+    }
+    // The op's input as the products read it: its 16-bit codes, or fp32 values.
+    const void* onednn_input(const OpDesc& op, int64_t n) const {
+        return bf16_products() ? static_cast<const void*>(tensor_16bit(op.inputs[0])) : input(op, 0, n);
     }
 
     // --fused on: the activation a product's epilogue computes (GraphPlan::fused_with), into its
@@ -490,6 +551,12 @@ private:
         switch (op.kind) {
             case OpKind::linear: {
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
+                if (p.onednn) {
+                    const auto& shape = plan_.model.params[static_cast<size_t>(op.params[0])].shape;
+                    onednn_linear_forward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p),
+                                          onednn_bias(op, p), output(op, 0), shape[1], shape[0], rows, fused);
+                    break;
+                }
                 const float* packed = packed_ + p.forward_offset;
                 packed_linear_forward(p.forward, packed, op.params.size() > 1 ? packed + p.forward.total_floats() : nullptr,
                                       input(op, 0, n), output(op, 0), rows, fused);
@@ -497,13 +564,19 @@ private:
             }
             case OpKind::lora_linear: {
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
-                const float* packed = packed_ + p.forward_offset;
                 const float* x = input(op, 0, n);
                 float* out = output(op, 0);
-                packed_linear_forward(p.forward, packed, packed + p.forward.total_floats(), x, out, rows);
+                if (p.onednn) {
+                    const auto& w = plan_.model.params[static_cast<size_t>(op.params[0])].shape;
+                    onednn_linear_forward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p),
+                                          onednn_bias(op, p), out, w[1], w[0], rows);
+                } else {
+                    const float* packed = packed_ + p.forward_offset;
+                    packed_linear_forward(p.forward, packed, packed + p.forward.total_floats(), x, out, rows);
+                }
                 const auto& a = plan_.model.params[static_cast<size_t>(op.params[2])].shape;
                 lora_forward(x, product_param(op, 2), product_param(op, 3), op.lora_scale, output(op, 1), out, rows, a[1],
-                             p.forward.rows, a[0]);
+                             plan_.model.params[static_cast<size_t>(op.params[0])].shape[0], a[0]);
                 break;
             }
             case OpKind::activation:
@@ -623,6 +696,12 @@ private:
                 // A 16-bit product's operands are 16-bit: its output gradient too. Nothing else
                 // reads that gradient (this op made the tensor), so it is rounded in place.
                 if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
+                if (p.onednn) {
+                    onednn_linear_backward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p), dout,
+                                           param_grad(op.params[0]), dbias, dinput, in, out, rows, param_write(o, 0),
+                                           scratch_);
+                    return;
+                }
                 const float* x = input(op, 0, n);
                 if (dinput) {
                     linear_backward_packed(p.transposed, packed_ + p.transposed_offset, x, dout, param_grad(op.params[0]),
@@ -641,7 +720,10 @@ private:
                 if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 const float* x = input(op, 0, n);
                 // The frozen product writes dX = W^T dout; the adapter adds its part to it.
-                if (dinput)
+                if (dinput && p.onednn)
+                    onednn_linear_backward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p), dout,
+                                           nullptr, nullptr, dinput, in, out, rows, GradientWrite::overwrite, scratch_);
+                else if (dinput)
                     linear_backward_packed(p.transposed, packed_ + p.transposed_offset, x, dout, nullptr, nullptr, dinput,
                                            in, out, rows, GradientWrite::overwrite);
                 lora_backward(x, saved_output(op, 1, n), dout, product_param(op, 2), product_param(op, 3), op.lora_scale,
@@ -732,6 +814,7 @@ private:
     float* state_ = nullptr;
     float* optimizer_scratch_ = nullptr;  // --fused off: the optimizer's temporaries
     float* packed_ = nullptr;
+    std::unique_ptr<OnednnProducts> onednn_;  // when the linear ops' products run in oneDNN
     bool packed_stale_ = true;
     bool frozen_packed_ = false;   // frozen weights' packing is still valid
     bool grads_stale_ = false;

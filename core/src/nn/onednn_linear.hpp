@@ -1,0 +1,50 @@
+#pragma once
+// torch.nn.Linear's products through oneDNN (nn/onednn_matmul.hpp), the same forward/backward
+// pair as nn/linear.hpp over the engine's layouts: activations [features x batch] column-major,
+// which is a row-major [rows x features] matrix, and W [out x in] row-major as torch stores it,
+// read in place (no packing by the engine). Operands are fp32, or bf16 codes (the 16-bit
+// activations and the working copy of the weights as they are stored); results, the bias and
+// the gradients are fp32. Each product is split by rows of its result across the worker team.
+#include <cstdint>
+
+#include "nn/linear.hpp"
+#include "nn/onednn_matmul.hpp"
+#include "nn/packed_weights.hpp"
+
+namespace trainbench {
+
+// The three products of a Linear layer of `rows` rows.
+MatmulShape linear_forward_shape(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, bool bias);
+MatmulShape linear_input_grad_shape(MatmulOperands operands, int64_t in, int64_t out, int64_t rows);
+MatmulShape linear_weight_grad_shape(MatmulOperands operands, int64_t in, int64_t out, int64_t rows,
+                                     GradientWrite write);
+
+// Scratchpad bytes a member needs for every product of a Linear layer of up to `rows` rows, on
+// a team of up to `threads` members (or 1: small products run on the calling thread).
+int64_t onednn_linear_scratchpad_bytes(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, bool bias,
+                                       bool input_grad, int threads);
+
+// Makes every product the forward (and, with weight_grad or input_grad, the backward) of a
+// Linear layer of `rows` rows will run, split as they will be.
+void onednn_linear_prepare(OnednnProducts& products, MatmulOperands operands, int64_t in, int64_t out, int64_t rows,
+                           bool bias, bool weight_grad, bool input_grad);
+
+// Y = X W^T + b (bias may be null), the epilogue applied to each member's rows while in cache.
+void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
+                           const float* bias, float* y, int64_t in, int64_t out, int64_t rows,
+                           const ProductEpilogue* epilogue = nullptr);
+
+// Scratch floats onednn_linear_backward needs for `rows` rows: dY as its products read it.
+int64_t onednn_linear_scratch_floats(int64_t out, int64_t rows);
+
+// dW (+)= dY^T X and db (+)= colsum(dY) when grad_weight is not null, and dX = dY W when
+// grad_input is not null, from dy, the output gradient's fp32 values (in 16-bit runs already
+// rounded to 16 bits). In scratch, dY is laid out as the products read it: transposed for dW,
+// whose reduction over rows oneDNN's fast kernels only take along a row of A (given dY^T as a
+// strided view, 2.6 falls back to a slower GEMM that allocates its packing buffer on every
+// call), and for bf16 products also as row-major codes for dX.
+void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
+                            const float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
+                            int64_t out, int64_t rows, GradientWrite write, float* scratch);
+
+}  // namespace trainbench

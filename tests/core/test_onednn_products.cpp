@@ -1,0 +1,354 @@
+// The CPU's matrix products through oneDNN (nn/onednn_matmul.hpp, nn/onednn_linear.hpp), and
+// the choice between them and Eigen (--cpu-products):
+// - a Linear layer's three products (forward with bias and epilogue, dX, dW written and added)
+//   against fp64 references of the same operands, bf16-rounded for bf16 products, with odd
+//   shapes and tails, on one thread and split across two;
+// - whole runs with --cpu-products onednn against eigen: fp32 to float rounding, bf16 within
+//   what bf16 itself moves a run from fp32;
+// - the plan counts oneDNN's scratchpads and the engine allocates exactly the plan;
+// - the automatic choice follows the CPU (reported), and eigen is honoured everywhere.
+// bf16 products need a CPU that multiplies bf16 (AMX or AVX512_BF16); elsewhere those rows skip
+// and say so. CTest also runs this suite with oneDNN held to AVX512_BF16 (no AMX), where the CPU
+// has it, so both kernels are checked (tests/CMakeLists.txt).
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/compute_engine.hpp"
+#include "model/build_model.hpp"
+#include "model/init_weights.hpp"
+#include "nn/activation.hpp"
+#include "nn/onednn_linear.hpp"
+#include "parallel/worker_team.hpp"
+#include "plan/graph_plan.hpp"
+#include "precision/half_float.hpp"
+#include "trainbench/trainer.hpp"
+
+using namespace trainbench;
+
+namespace {
+
+using Floats = std::vector<float>;
+
+Floats random_values(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, scale);
+    Floats v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+// max |got - want| / max |want|
+double relative_error(const Floats& got, const std::vector<double>& want) {
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double d = std::abs(static_cast<double>(got[i]) - want[i]);
+        diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+        scale = std::max(scale, std::abs(want[i]));
+    }
+    return diff / std::max(1e-30, scale);
+}
+
+// The operands as a product reads them: bf16 codes, or the fp32 values themselves.
+struct Operand {
+    Floats values;                // what the reference multiplies (rounded to bf16 for bf16)
+    std::vector<uint16_t> codes;  // bf16 only
+    const void* data(MatmulOperands operands) const {
+        return operands == MatmulOperands::bf16 ? static_cast<const void*>(codes.data()) : values.data();
+    }
+};
+Operand operand(size_t n, uint32_t seed, MatmulOperands operands) {
+    Operand o{random_values(n, seed), {}};
+    if (operands == MatmulOperands::bf16) {
+        o.codes.resize(n);
+        store_16bit(Precision::bf16, o.values.data(), o.codes.data(), static_cast<int64_t>(n));
+        load_16bit(Precision::bf16, o.codes.data(), o.values.data(), static_cast<int64_t>(n));
+    }
+    return o;
+}
+
+bool native_bf16_or_skip_reason(MatmulOperands operands, QString* reason) {
+    if (operands == MatmulOperands::f32 || onednn_has_native_bf16()) return true;
+    *reason = QString("this CPU does not multiply bf16 natively (oneDNN's ISA here: %1; needs AMX or AVX512_BF16): "
+                      "the engine runs bf16 runs' products in fp32 here, as the fp32 rows check")
+                  .arg(onednn_isa_name(true));
+    return false;
+}
+
+// A text long enough for windows of 32 tokens in both splits, written once per process.
+std::string gpt_text_path() {
+    static QTemporaryDir folder;
+    static const std::string path = [] {
+        const QString file = folder.filePath("text.txt");
+        QFile text(file);
+        if (!text.open(QIODevice::WriteOnly)) qFatal("cannot write %s", qPrintable(file));
+        for (int i = 0; i < 400; ++i)
+            text.write(QString("In the beginning %1 created the heaven and the earth; verse %2.\n")
+                           .arg(i % 3 ? "God" : "the Word")
+                           .arg(i)
+                           .toUtf8());
+        return file.toStdString();
+    }();
+    return path;
+}
+
+RunConfig small_gpt(Precision precision, CpuProducts products) {
+    RunConfig config = default_config(ModelFamily::gpt);
+    config.dataset = "text:" + gpt_text_path();
+    config.n_layer = 2;
+    config.n_head = 4;
+    config.n_embd = 64;
+    config.block_size = 32;
+    config.batch_size = 16;
+    config.step_size = 2;
+    config.max_steps = 20;
+    config.eval_every = 0;
+    config.sample_chars = 0;
+    config.threads = 2;
+    config.seed = 3;
+    config.precision = precision;
+    config.cpu_products = products;
+    return config;
+}
+
+RunConfig small_mlp(Precision precision, CpuProducts products) {
+    RunConfig config;
+    config.dataset = "spirals";
+    config.synthetic_samples = 1000;
+    config.hidden = {96, 80};  // odd widths: tails in every product
+    config.activation = Activation::gelu;
+    config.batch_size = 50;
+    config.step_size = 2;
+    config.max_steps = 30;
+    config.threads = 2;
+    config.seed = 5;
+    config.precision = precision;
+    config.cpu_products = products;
+    return config;
+}
+
+std::vector<float> flat_weights(const RunResult& result) {
+    std::vector<float> flat;
+    for (const NamedTensor& t : result.weights.tensors) flat.insert(flat.end(), t.data.begin(), t.data.end());
+    return flat;
+}
+
+double distance(const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0.0, n = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        n += double(b[i]) * b[i];
+    }
+    return std::sqrt(d / std::max(n, 1e-30));
+}
+
+}  // namespace
+
+class TestOnednnProducts : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() {
+        qInfo("oneDNN's instructions on this CPU: bf16 products %s, fp32 products %s", onednn_isa_name(true),
+              onednn_isa_name(false));
+    }
+
+    void linear_products_match_fp64_data() {
+        QTest::addColumn<int>("operands");
+        QTest::addColumn<int>("threads");
+        QTest::addColumn<int>("in");
+        QTest::addColumn<int>("out");
+        QTest::addColumn<int>("rows");
+        for (MatmulOperands operands : {MatmulOperands::f32, MatmulOperands::bf16})
+            for (int threads : {1, 2}) {
+                const std::string name = std::string(operands == MatmulOperands::bf16 ? "bf16" : "fp32") + "-" +
+                                         std::to_string(threads) + "t";
+                // odd everything; one row; a K of 1; products big enough to split across two
+                QTest::newRow((name + "-37x29x83").c_str()) << int(operands) << threads << 37 << 29 << 83;
+                QTest::newRow((name + "-one-row").c_str()) << int(operands) << threads << 45 << 19 << 1;
+                QTest::newRow((name + "-depth-1").c_str()) << int(operands) << threads << 1 << 33 << 70;
+                QTest::newRow((name + "-split-161x130x517").c_str()) << int(operands) << threads << 161 << 130 << 517;
+            }
+    }
+    // Y = X W^T + b with a GELU epilogue, dX = dY W, dW = dY^T X then dW += dY^T X, db (+)= colsum dY.
+    void linear_products_match_fp64() {
+        QFETCH(int, operands);
+        QFETCH(int, threads);
+        QFETCH(int, in);
+        QFETCH(int, out);
+        QFETCH(int, rows);
+        const auto type = MatmulOperands(operands);
+        QString reason;
+        if (!native_bf16_or_skip_reason(type, &reason)) QSKIP(qPrintable(reason));
+        WorkerTeam::shared().resize(threads);
+        const Operand x = operand(size_t(rows) * in, 1, type), w = operand(size_t(out) * in, 2, type);
+        const Operand dy = operand(size_t(rows) * out, 3, type);  // rounded as the engine rounds it
+        const Floats bias = random_values(size_t(out), 4);
+
+        const int64_t scratchpad = onednn_linear_scratchpad_bytes(type, in, out, rows, true, true, threads);
+        std::vector<char> scratchpads(size_t(std::max<int64_t>(1, scratchpad * threads)));
+        OnednnProducts products(threads, scratchpads.data(), scratchpad);
+
+        // forward, with the epilogue a fused GELU applies (rounding first in 16-bit runs)
+        Floats y(size_t(rows) * out, NAN), activated(size_t(rows) * out, NAN);
+        const ProductEpilogue epilogue{.activation = Activation::gelu, .activated = activated.data(),
+                                       .rounding = type == MatmulOperands::bf16 ? Precision::bf16 : Precision::fp32};
+        onednn_linear_forward(products, type, x.data(type), w.data(type), bias.data(), y.data(), in, out, rows, &epilogue);
+        std::vector<double> want_y(y.size()), want_dx(size_t(rows) * in), want_dw(size_t(out) * in), want_db(static_cast<size_t>(out));
+        for (int r = 0; r < rows; ++r)
+            for (int o = 0; o < out; ++o) {
+                double s = bias[size_t(o)];
+                for (int i = 0; i < in; ++i) s += double(x.values[size_t(r) * in + i]) * w.values[size_t(o) * in + i];
+                want_y[size_t(r) * out + o] = s;
+            }
+        for (int r = 0; r < rows; ++r)
+            for (int i = 0; i < in; ++i) {
+                double s = 0.0;
+                for (int o = 0; o < out; ++o) s += double(dy.values[size_t(r) * out + o]) * w.values[size_t(o) * in + i];
+                want_dx[size_t(r) * in + i] = s;
+            }
+        for (int o = 0; o < out; ++o) {
+            for (int i = 0; i < in; ++i) {
+                double s = 0.0;
+                for (int r = 0; r < rows; ++r) s += double(dy.values[size_t(r) * out + o]) * x.values[size_t(r) * in + i];
+                want_dw[size_t(o) * in + i] = s;
+            }
+            double s = 0.0;
+            for (int r = 0; r < rows; ++r) s += dy.values[size_t(r) * out + o];
+            want_db[size_t(o)] = s;
+        }
+        // The epilogue's output from the product's own (rounded) values.
+        Floats y_rounded = y;
+        Floats want_activated(y.size());
+        activation_forward(Activation::gelu, y_rounded.data(), want_activated.data(), int64_t(y.size()));
+        // Each output is a sum of `depth` products in fp32 (from exact products for bf16
+        // operands): a few fp32 roundings of the largest partial sums.
+        const double tolerance = 1e-5;
+        // y was rounded to bf16 in place by the epilogue: compare within a bf16 step then.
+        const double y_tolerance = type == MatmulOperands::bf16 ? 1.0 / 256 : tolerance;
+        QVERIFY2(relative_error(y, want_y) < y_tolerance, qPrintable(QString::number(relative_error(y, want_y))));
+        QCOMPARE(activated, want_activated);
+
+        Floats scratch(size_t(onednn_linear_scratch_floats(out, rows)));
+        Floats dx(size_t(rows) * in, NAN), dw(size_t(out) * in, NAN), db(static_cast<size_t>(out), NAN);
+        onednn_linear_backward(products, type, x.data(type), w.data(type), dy.values.data(), dw.data(), db.data(),
+                               dx.data(), in, out, rows, GradientWrite::overwrite, scratch.data());
+        const double dx_error = relative_error(dx, want_dx), dw_error = relative_error(dw, want_dw);
+        const double db_error = relative_error(db, want_db);
+        qInfo("dX %.2g, dW %.2g, db %.2g", dx_error, dw_error, db_error);
+        QVERIFY(dx_error < tolerance && dw_error < tolerance && db_error < tolerance);
+        // The next micro-batch adds to dW and db, dX is written again.
+        onednn_linear_backward(products, type, x.data(type), w.data(type), dy.values.data(), dw.data(), db.data(),
+                               dx.data(), in, out, rows, GradientWrite::accumulate, scratch.data());
+        for (double& v : want_dw) v *= 2;
+        for (double& v : want_db) v *= 2;
+        QVERIFY(relative_error(dw, want_dw) < tolerance && relative_error(db, want_db) < tolerance);
+        QVERIFY(relative_error(dx, want_dx) < tolerance);
+        WorkerTeam::shared().resize(1);
+    }
+
+    // Whole runs: the products in oneDNN train what Eigen's train.
+    void runs_match_eigen_data() {
+        QTest::addColumn<bool>("gpt");
+        QTest::addColumn<int>("precision");
+        for (bool gpt : {false, true})
+            for (Precision p : {Precision::fp32, Precision::bf16})
+                QTest::newRow(((gpt ? "gpt-" : "mlp-") + to_string(p)).c_str()) << gpt << int(p);
+    }
+    void runs_match_eigen() {
+        QFETCH(bool, gpt);
+        QFETCH(int, precision);
+        const auto p = Precision(precision);
+        auto config = [&](Precision q, CpuProducts products) { return gpt ? small_gpt(q, products) : small_mlp(q, products); };
+        const RunResult eigen = train(config(p, CpuProducts::eigen));
+        const RunResult onednn = train(config(p, CpuProducts::onednn));
+        QVERIFY2(eigen.reason == StopReason::max_steps && onednn.reason == StopReason::max_steps, onednn.message.c_str());
+        QCOMPARE(onednn.plan.products, describe(choose_product_kernel(CpuProducts::onednn, p)));
+        QCOMPARE(eigen.plan.products, std::string("Eigen fp32"));
+        const double weights = distance(flat_weights(onednn), flat_weights(eigen));
+        const double loss = std::abs(onednn.last.loss - eigen.last.loss) / eigen.last.loss;
+        if (p == Precision::fp32) {
+            qInfo("fp32: oneDNN vs Eigen after %lld updates: loss %.2g, weights %.2g", static_cast<long long>(eigen.last.update),
+                  loss, weights);
+            QVERIFY(loss < 1e-5 && weights < 1e-4);
+            return;
+        }
+        // bf16: products on bf16 operands with fp32 accumulation either way, summed in another
+        // order; a value that lands on the other side of a bf16 rounding boundary grows as any
+        // rounding difference does (AdamW turns noise-level gradients into full steps). The
+        // yardstick is what bf16 does to the run, its distance from the fp32 run, and two bf16
+        // runs may part by twice it, as two roundings of one trajectory (the bound the GPU
+        // checks use for CUDA bf16 against CPU bf16).
+        const RunResult fp32 = train(config(Precision::fp32, CpuProducts::eigen));
+        const double bf16_cost = distance(flat_weights(eigen), flat_weights(fp32));
+        qInfo("bf16: oneDNN vs Eigen: loss %.2g, weights %.2g; Eigen bf16 vs fp32: weights %.2g", loss, weights, bf16_cost);
+        QVERIFY(bf16_cost > 0.0);
+        QVERIFY(weights < 2 * bf16_cost);
+        QVERIFY(loss < 1e-2);
+    }
+
+    // The plan counts oneDNN's scratchpads (one region per thread) and the widened weights of
+    // 16-bit runs, and the engine's allocator holds exactly the plan after an update.
+    void plan_equals_allocation_data() {
+        QTest::addColumn<int>("precision");
+        for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16}) QTest::newRow(to_string(p).c_str()) << int(p);
+    }
+    void plan_equals_allocation() {
+        QFETCH(int, precision);
+        GptShape shape;
+        shape.n_layer = 2, shape.n_head = 4, shape.n_embd = 64, shape.block_size = 32, shape.vocab = 65;
+        EngineSpec spec;
+        spec.model = build_gpt(shape);
+        spec.optimizer.kind = OptimizerKind::adamw;
+        spec.precision = Precision(precision);
+        spec.max_micro_batch = spec.max_eval_batch = 4;
+        spec.threads = 2;
+        spec.cpu_products = CpuProducts::onednn;
+        auto engine = make_cpu_engine(spec);
+        engine->prepare_micro_batches({3, 4});
+        engine->set_weights(init_weights(spec.model, 1));
+        std::vector<int32_t> tokens(4 * 32);
+        for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7 + 3) % 65);
+        MicroBatch batch;
+        batch.tokens = tokens.data();
+        batch.labels = tokens.data();
+        batch.count = 4;
+        engine->begin_update_timing();
+        engine->zero_grad();
+        engine->forward_backward(batch, 128.0, 1.0);
+        batch.count = 3;
+        engine->forward_backward(batch, 128.0, 1.0);
+        engine->optimizer_step(1e-3, 1.0, 1);
+        const BytesByCategory planned = plan_cpu_engine_memory(spec);
+        const MemoryReport report = engine->memory();
+        for (int c = 0; c < kMemoryCategoryCount; ++c) {
+            if (c == int(MemoryCategory::cache)) continue;
+            QCOMPARE(report.peak[size_t(c)], planned[size_t(c)]);
+        }
+        // oneDNN's products read the weights where they are: no packed copies of W or W^T.
+        EngineSpec eigen = spec;
+        eigen.cpu_products = CpuProducts::eigen;
+        const int64_t workspace = planned[size_t(MemoryCategory::workspace)];
+        const int64_t eigen_workspace = plan_cpu_engine_memory(eigen)[size_t(MemoryCategory::workspace)];
+        qInfo("workspace: %lld bytes with oneDNN's products, %lld with Eigen's", static_cast<long long>(workspace),
+              static_cast<long long>(eigen_workspace));
+    }
+
+    void automatic_choice_follows_the_cpu() {
+        const ProductKernel bf16 = choose_product_kernel(CpuProducts::automatic, Precision::bf16);
+        const ProductKernel fp32 = choose_product_kernel(CpuProducts::automatic, Precision::fp32);
+        qInfo("auto on this CPU: bf16 runs %s, fp32 and fp16 runs %s", describe(bf16).c_str(), describe(fp32).c_str());
+        QCOMPARE(bf16 == ProductKernel::onednn_bf16, onednn_has_native_bf16());
+        QCOMPARE(fp32 == ProductKernel::onednn_f32, onednn_has_avx512());
+        QCOMPARE(choose_product_kernel(CpuProducts::automatic, Precision::fp16), fp32);
+        for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16})
+            QCOMPARE(choose_product_kernel(CpuProducts::eigen, p), ProductKernel::eigen);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestOnednnProducts)
+#include "test_onednn_products.moc"
