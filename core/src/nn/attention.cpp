@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "parallel/parallel_range.hpp"
+#include "nn/vector_exp.hpp"
 #include "precision/half_float.hpp"
 
 namespace trainbench {
@@ -35,6 +36,17 @@ HeadShape head_shape(int64_t T, int64_t C, int64_t n_head, Precision products) {
     return {T, C, n_head, hs, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))), products};
 }
 
+// a[j] = e^(a[j] - max_score) for j < n, returning their sum in double: the softmax's
+// exponentials, vectorised (nn/vector_exp.hpp).
+double exponentiate(float* a, int64_t n, float max_score) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) a[j] = exp_vectorizable(a[j] - max_score);
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) sum += a[j];
+    return sum;
+}
+
 // Multiply-adds of one pair's products (the score and value products over the lower triangle).
 int64_t pair_work(const HeadShape& s) { return s.T * (s.T + 1) * s.hs + s.T * s.T; }
 
@@ -52,23 +64,23 @@ void head_forward(const HeadShape& s, const float* qkv, float* out, float* att, 
         const int64_t r1 = std::min(T, r0 + kTile), n = r1 - r0;
         A.block(r0, 0, n, r1).noalias() = Q.middleRows(r0, n) * K.topRows(r1).transpose();
         for (int64_t t = r0; t < r1; ++t) {
-            // softmax over keys 0..t of (q k^T) * scale; future keys get exactly 0.
+            // softmax over keys 0..t of (q k^T) * scale; future keys get exactly 0. The loops run
+            // to t + 1 rounded up to 16 keys (within the row), the future ones in that stretch
+            // taking -inf scores, so that they vectorise without a scalar remainder: the rows are
+            // short (t + 1 keys), and those remainders took most of the softmax's time.
             float* a = att_pair + t * T;
+            const int64_t n = std::min(T, (t + 16) / 16 * 16);
             float max_score = -std::numeric_limits<float>::infinity();
-            for (int64_t j = 0; j <= t; ++j) {
-                a[j] *= s.scale;
-                max_score = std::max(max_score, a[j]);
+#pragma omp simd reduction(max : max_score)
+            for (int64_t j = 0; j < n; ++j) {
+                a[j] = j <= t ? a[j] * s.scale : -std::numeric_limits<float>::infinity();
+                max_score = max_score > a[j] ? max_score : a[j];
             }
-            double sum = 0.0;
-            for (int64_t j = 0; j <= t; ++j) {
-                a[j] = std::exp(a[j] - max_score);
-                sum += a[j];
-            }
-            const float inv_sum = static_cast<float>(1.0 / sum);
+            const float inv_sum = static_cast<float>(1.0 / exponentiate(a, n, max_score));
 #pragma omp simd
-            for (int64_t j = 0; j <= t; ++j) a[j] *= inv_sum;
-            if (s.rounds()) round_to_16bit_serial(s.products, a, t + 1);
-            std::fill(a + t + 1, a + T, 0.0f);
+            for (int64_t j = 0; j < n; ++j) a[j] *= inv_sum;
+            if (s.rounds()) round_to_16bit_serial(s.products, a, n);
+            std::fill(a + n, a + T, 0.0f);
         }
         Y.middleRows(r0, n).noalias() = A.block(r0, 0, n, r1) * V.topRows(r1);
     }
@@ -141,13 +153,9 @@ void eager_softmax_rows(float* att, int64_t T, int64_t first, int64_t end) {
     for (int64_t row = first; row < end; ++row) {
         float* a = att + row * T;
         float max_score = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < T; ++j) max_score = std::max(max_score, a[j]);
-        double sum = 0.0;
-        for (int64_t j = 0; j < T; ++j) {
-            a[j] = std::exp(a[j] - max_score);
-            sum += a[j];
-        }
-        const float inv_sum = static_cast<float>(1.0 / sum);
+#pragma omp simd reduction(max : max_score)
+        for (int64_t j = 0; j < T; ++j) max_score = max_score > a[j] ? max_score : a[j];
+        const float inv_sum = static_cast<float>(1.0 / exponentiate(a, T, max_score));
 #pragma omp simd
         for (int64_t j = 0; j < T; ++j) a[j] *= inv_sum;
     }

@@ -14,7 +14,8 @@
 namespace trainbench {
 
 // The three products of a Linear layer of `rows` rows.
-MatmulShape linear_forward_shape(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, bool bias);
+MatmulShape linear_forward_shape(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, bool bias,
+                                 bool bf16_result = false);
 MatmulShape linear_input_grad_shape(MatmulOperands operands, int64_t in, int64_t out, int64_t rows);
 MatmulShape linear_weight_grad_shape(MatmulOperands operands, int64_t in, int64_t out, int64_t rows,
                                      GradientWrite write);
@@ -27,12 +28,15 @@ int64_t onednn_linear_scratchpad_bytes(MatmulOperands operands, int64_t in, int6
 // Makes every product the forward (and, with weight_grad or input_grad, the backward) of a
 // Linear layer of `rows` rows will run, split as they will be.
 void onednn_linear_prepare(OnednnProducts& products, MatmulOperands operands, int64_t in, int64_t out, int64_t rows,
-                           bool bias, bool weight_grad, bool input_grad);
+                           bool bias, bool bf16_result, bool weight_grad, bool input_grad);
 
 // Y = X W^T + b (bias may be null), the epilogue applied to each member's rows while in cache.
 void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
                            const float* bias, float* y, int64_t in, int64_t out, int64_t rows,
                            const ProductEpilogue* epilogue = nullptr);
+// The same rounded once into bf16 codes (a bf16 run's stored output, with no epilogue).
+void onednn_linear_forward_bf16(OnednnProducts& products, const void* x, const void* w, const float* bias,
+                                uint16_t* y, int64_t in, int64_t out, int64_t rows);
 
 // Scratch floats onednn_linear_backward needs for `rows` rows: dY as its products read it.
 int64_t onednn_linear_scratch_floats(int64_t out, int64_t rows);

@@ -52,7 +52,8 @@ dnnl_primitive_desc_t describe(const MatmulShape& s) {
     dnnl_dims_t bias_dims = {1, s.n}, bias_strides = {s.n, 1};
     check(dnnl_memory_desc_init_by_strides(&a, 2, a_dims, type, a_strides), "describing A");
     check(dnnl_memory_desc_init_by_strides(&b, 2, b_dims, type, b_strides), "describing B");
-    check(dnnl_memory_desc_init_by_strides(&c, 2, c_dims, dnnl_f32, c_strides), "describing C");
+    check(dnnl_memory_desc_init_by_strides(&c, 2, c_dims, s.bf16_result ? dnnl_bf16 : dnnl_f32, c_strides),
+          "describing C");
     check(dnnl_memory_desc_init_by_strides(&bias, 2, bias_dims, dnnl_f32, bias_strides), "describing the bias");
     dnnl_matmul_desc_t desc;
     check(dnnl_matmul_desc_init(&desc, &a, &b, s.bias ? &bias : nullptr, &c), "describing the product");
@@ -201,7 +202,7 @@ const OnednnProducts::Primitive& OnednnProducts::find(const MatmulShape& slice) 
 }
 
 void OnednnProducts::run_slice(const MatmulShape& shape, int member, int members, const void* a, const void* b,
-                               const float* bias, float* c) const {
+                               const float* bias, void* c) const {
     const MatmulShape slice = slice_of(shape, member, members);
     if (slice.m == 0) return;
     const int64_t row = slice_row_begin(shape.m, member, members);
@@ -213,7 +214,8 @@ void OnednnProducts::run_slice(const MatmulShape& shape, int member, int members
     omp_set_num_threads(1);
     check(dnnl_memory_set_data_handle_v2(memory.a, const_cast<char*>(a_rows), stream), "binding A");
     check(dnnl_memory_set_data_handle_v2(memory.b, const_cast<void*>(b), stream), "binding B");
-    check(dnnl_memory_set_data_handle_v2(memory.c, c + row * shape.c_row, stream), "binding C");
+    char* c_rows = static_cast<char*>(c) + row * shape.c_row * (shape.bf16_result ? 2 : 4);
+    check(dnnl_memory_set_data_handle_v2(memory.c, c_rows, stream), "binding C");
     dnnl_exec_arg_t args[5];
     int count = 0;
     args[count++] = {DNNL_ARG_SRC, memory.a};

@@ -29,8 +29,9 @@ namespace trainbench {
 
 enum class MatmulOperands { f32, bf16 };
 
-// C[m x n] (= or +=) A[m x k] B[k x n] (+ bias[n]): A and B of `operands` type, C and the bias
-// fp32, accumulation in fp32. Element (i, j) of a matrix X sits at x + i * X_row + j * X_col.
+// C[m x n] (= or +=) A[m x k] B[k x n] (+ bias[n]): A and B of `operands` type, the bias fp32,
+// accumulation in fp32, C fp32 or (bf16_result) the fp32 sum rounded once to bf16 codes.
+// Element (i, j) of a matrix X sits at x + i * X_row + j * X_col.
 struct MatmulShape {
     MatmulOperands operands = MatmulOperands::f32;
     int64_t m = 0, k = 0, n = 0;
@@ -39,6 +40,7 @@ struct MatmulShape {
     int64_t c_row = 0;  // C's columns are contiguous
     bool bias = false;
     bool accumulate = false;
+    bool bf16_result = false;
     auto operator<=>(const MatmulShape&) const = default;
 };
 
@@ -79,7 +81,7 @@ public:
     // Member `member`'s slice of a prepared product: rows [slice_row_begin(member), ...) of C,
     // on the calling thread (a WorkerTeam member). a, b, c and bias point at whole matrices.
     void run_slice(const MatmulShape& shape, int member, int members, const void* a, const void* b, const float* bias,
-                   float* c) const;
+                   void* c) const;
 
 private:
     struct Slice;

@@ -114,7 +114,8 @@ public:
                                          plan_.grad_offset[static_cast<size_t>(op.outputs[0])] >= 0;
                 const bool has_bias = op.kind == OpKind::linear && op.params.size() > 1;
                 onednn_linear_prepare(*onednn_, onednn_operands(), shape[1], shape[0], plan_.rows(op, n),
-                                      has_bias || op.kind == OpKind::lora_linear, weight_grad,
+                                      has_bias || op.kind == OpKind::lora_linear, writes_bf16(static_cast<int>(o)),
+                                      weight_grad,
                                       p.input_grad && plan_.grad_offset[static_cast<size_t>(op.inputs[0])] >= 0);
             }
         }
@@ -516,6 +517,13 @@ private:
         if (p.widened_bias_offset >= 0) return packed_ + p.widened_bias_offset;
         return params_ + plan_.params.offset[static_cast<size_t>(op.params[1])];
     }
+    // Whether linear op o's product writes its 16-bit output itself (bf16 products with no
+    // epilogue after them): rounded once, as the output staging and store_outputs would.
+    bool writes_bf16(int o) const {
+        const OpDesc& op = plan_.model.ops[static_cast<size_t>(o)];
+        return bf16_products() && op.kind == OpKind::linear && plan_.fused_with[static_cast<size_t>(o)] < 0 &&
+               plan_.stored_16bit(op.outputs[0]);
+    }
     // The op's input as the products read it: its 16-bit codes, or fp32 values.
     const void* onednn_input(const OpDesc& op, int64_t n) const {
         return bf16_products() ? static_cast<const void*>(tensor_16bit(op.inputs[0])) : input(op, 0, n);
@@ -553,6 +561,12 @@ private:
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
                 if (p.onednn) {
                     const auto& shape = plan_.model.params[static_cast<size_t>(op.params[0])].shape;
+                    if (writes_bf16(o)) {
+                        onednn_linear_forward_bf16(*onednn_, onednn_input(op, n), onednn_weight(op, p),
+                                                   onednn_bias(op, p), tensor_16bit(op.outputs[0]), shape[1], shape[0],
+                                                   rows);
+                        return;  // stored
+                    }
                     onednn_linear_forward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p),
                                           onednn_bias(op, p), output(op, 0), shape[1], shape[0], rows, fused);
                     break;
