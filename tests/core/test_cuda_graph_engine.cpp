@@ -314,8 +314,13 @@ private slots:
             }
             const int64_t added = eager[size_t(MemoryCategory::workspace)] - fused[size_t(MemoryCategory::workspace)];
             qInfo("%s: --fused off adds %lld bytes of workspace on CUDA", to_string(precision).c_str(), (long long)added);
-            // At least the [8, 4, 64, 64] gradient of att beyond fused's one head at a time.
-            QVERIFY2(added >= (8 * 4 * 64 * 64 - 8 * 64 * 64) * 4, qPrintable(QString("added %1 bytes").arg(added)));
+            // fp32: at least the [8, 4, 64, 64] gradient of att beyond fused's one head at a time.
+            // 16-bit: fused attention's forward holds every head's fp32 scores in that space
+            // (attention_16bit_scratch_floats), so eager adds less there, but still adds.
+            if (precision == Precision::fp32)
+                QVERIFY2(added >= (8 * 4 * 64 * 64 - 8 * 64 * 64) * 4, qPrintable(QString("added %1 bytes").arg(added)));
+            else
+                QVERIFY2(added > 0, qPrintable(QString("added %1 bytes").arg(added)));
         }
     }
 

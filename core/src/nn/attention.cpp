@@ -47,18 +47,16 @@ double exponentiate(float* a, int64_t n, float max_score) {
     return sum;
 }
 
+// Keys a softmax row t visits: t + 1 rounded up to 16 (a vector's worth), within the row.
+int64_t padded_keys(int64_t t, int64_t T) { return std::min(T, (t + 16) / 16 * 16); }
+
 // Multiply-adds of one pair's products (the score and value products over the lower triangle).
 int64_t pair_work(const HeadShape& s) { return s.T * (s.T + 1) * s.hs + s.T * s.T; }
 
-void head_forward(const HeadShape& s, const float* qkv, float* out, float* att, int64_t pair) {
-    const int64_t T = s.T, C = s.C, hs = s.hs;
-    const int64_t b = pair / s.n_head, h = pair % s.n_head;
-    const float* base = qkv + b * T * 3 * C + h * hs;
-    ConstView Q(base, T, hs, Eigen::OuterStride<>(3 * C));
-    ConstView K(base + C, T, hs, Eigen::OuterStride<>(3 * C));
-    ConstView V(base + 2 * C, T, hs, Eigen::OuterStride<>(3 * C));
-    View Y(out + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C));
-    float* att_pair = att + pair * T * T;
+// One pair's attention over views of its q, k, v (T x hs) and y, and its T x T probabilities.
+void pair_forward(const HeadShape& s, const ConstView& Q, const ConstView& K, const ConstView& V, View Y,
+                  float* att_pair) {
+    const int64_t T = s.T;
     Eigen::Map<RowMajor> A(att_pair, T, T);
     for (int64_t r0 = 0; r0 < T; r0 += kTile) {
         const int64_t r1 = std::min(T, r0 + kTile), n = r1 - r0;
@@ -69,58 +67,60 @@ void head_forward(const HeadShape& s, const float* qkv, float* out, float* att, 
             // taking -inf scores, so that they vectorise without a scalar remainder: the rows are
             // short (t + 1 keys), and those remainders took most of the softmax's time.
             float* a = att_pair + t * T;
-            const int64_t n = std::min(T, (t + 16) / 16 * 16);
+            const int64_t keys = padded_keys(t, T);
             float max_score = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : max_score)
-            for (int64_t j = 0; j < n; ++j) {
+            for (int64_t j = 0; j < keys; ++j) {
                 a[j] = j <= t ? a[j] * s.scale : -std::numeric_limits<float>::infinity();
                 max_score = max_score > a[j] ? max_score : a[j];
             }
-            const float inv_sum = static_cast<float>(1.0 / exponentiate(a, n, max_score));
+            const float inv_sum = static_cast<float>(1.0 / exponentiate(a, keys, max_score));
 #pragma omp simd
-            for (int64_t j = 0; j < n; ++j) a[j] *= inv_sum;
-            if (s.rounds()) round_to_16bit_serial(s.products, a, n);
-            std::fill(a + n, a + T, 0.0f);
+            for (int64_t j = 0; j < keys; ++j) a[j] *= inv_sum;
+            if (s.rounds()) round_to_16bit_serial(s.products, a, keys);
+            std::fill(a + keys, a + T, 0.0f);
         }
         Y.middleRows(r0, n).noalias() = A.block(r0, 0, n, r1) * V.topRows(r1);
     }
 }
 
-// With P = att, dY = dout of this head, S the scaled scores:
+void head_forward(const HeadShape& s, const float* qkv, float* out, float* att, int64_t pair) {
+    const int64_t T = s.T, C = s.C, hs = s.hs;
+    const int64_t b = pair / s.n_head, h = pair % s.n_head;
+    const float* base = qkv + b * T * 3 * C + h * hs;
+    pair_forward(s, ConstView(base, T, hs, Eigen::OuterStride<>(3 * C)),
+                 ConstView(base + C, T, hs, Eigen::OuterStride<>(3 * C)),
+                 ConstView(base + 2 * C, T, hs, Eigen::OuterStride<>(3 * C)),
+                 View(out + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C)), att + pair * T * T);
+}
+
+// One pair's backward over views of its q, k, v, dy, dq, dk, dv and its probabilities:
 //   dV = P^T dY,  dP = dY V^T,  dS = P o (dP - rowsum(P o dP)) (softmax),
 //   dQ = scale dS K,  dK = scale dS^T Q.
 // G (scratch, T x T) holds dP, then scale * dS; above the diagonal it is only read inside
 // diagonal tiles, where it is set to 0.
-void head_backward(const HeadShape& s, const float* dout, const float* qkv, const float* att, float* dqkv,
-                   int64_t pair, float* G_data) {
-    const int64_t T = s.T, C = s.C, hs = s.hs;
-    const int64_t b = pair / s.n_head, h = pair % s.n_head;
-    const float* base = qkv + b * T * 3 * C + h * hs;
-    float* dbase = dqkv + b * T * 3 * C + h * hs;
-    ConstView Q(base, T, hs, Eigen::OuterStride<>(3 * C));
-    ConstView K(base + C, T, hs, Eigen::OuterStride<>(3 * C));
-    ConstView V(base + 2 * C, T, hs, Eigen::OuterStride<>(3 * C));
-    ConstView dY(dout + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C));
-    View dQ(dbase, T, hs, Eigen::OuterStride<>(3 * C));
-    View dK(dbase + C, T, hs, Eigen::OuterStride<>(3 * C));
-    View dV(dbase + 2 * C, T, hs, Eigen::OuterStride<>(3 * C));
-    const float* att_pair = att + pair * T * T;
+void pair_backward(const HeadShape& s, const ConstView& Q, const ConstView& K, const ConstView& V,
+                   const ConstView& dY, const float* att_pair, View dQ, View dK, View dV, float* G_data) {
+    const int64_t T = s.T;
     Eigen::Map<const RowMajor> P(att_pair, T, T);
     Eigen::Map<RowMajor> G(G_data, T, T);
     for (int64_t r0 = 0; r0 < T; r0 += kTile) {
         const int64_t r1 = std::min(T, r0 + kTile), n = r1 - r0;
         G.block(r0, 0, n, r1).noalias() = dY.middleRows(r0, n) * V.topRows(r1).transpose();
         for (int64_t t = r0; t < r1; ++t) {
+            // Padded as in the forward: P is exactly 0 for the future keys, so they add nothing
+            // and get dS = 0 (G is computed up to r1, which the padding never passes).
             const float* p = att_pair + t * T;
             float* g = G_data + t * T;
+            const int64_t keys = padded_keys(t, T);
             double dot = 0.0;
 #pragma omp simd reduction(+ : dot)
-            for (int64_t j = 0; j <= t; ++j) dot += static_cast<double>(p[j]) * g[j];
+            for (int64_t j = 0; j < keys; ++j) dot += static_cast<double>(p[j]) * g[j];
             const float row_dot = static_cast<float>(dot);
 #pragma omp simd
-            for (int64_t j = 0; j <= t; ++j) g[j] = s.scale * (p[j] * (g[j] - row_dot));
-            if (s.rounds()) round_to_16bit_serial(s.products, g, t + 1);
-            std::fill(g + t + 1, g + r1, 0.0f);
+            for (int64_t j = 0; j < keys; ++j) g[j] = s.scale * (p[j] * (g[j] - row_dot));
+            if (s.rounds()) round_to_16bit_serial(s.products, g, keys);
+            std::fill(g + keys, g + r1, 0.0f);
         }
         dQ.middleRows(r0, n).noalias() = G.block(r0, 0, n, r1) * K.topRows(r1);
     }
@@ -130,6 +130,21 @@ void head_backward(const HeadShape& s, const float* dout, const float* qkv, cons
         dK.middleRows(c0, m).noalias() = G.block(c0, c0, below, m).transpose() * Q.bottomRows(below);
         dV.middleRows(c0, m).noalias() = P.block(c0, c0, below, m).transpose() * dY.bottomRows(below);
     }
+}
+
+// Pair `pair`'s backward over the strided views of qkv, dout and dqkv.
+void head_backward(const HeadShape& s, const float* dout, const float* qkv, const float* att, float* dqkv,
+                   int64_t pair, float* G_data) {
+    const int64_t T = s.T, C = s.C, hs = s.hs;
+    const int64_t b = pair / s.n_head, h = pair % s.n_head;
+    const float* base = qkv + b * T * 3 * C + h * hs;
+    float* dbase = dqkv + b * T * 3 * C + h * hs;
+    const Eigen::OuterStride<> qkv_rows(3 * C);
+    pair_backward(s, ConstView(base, T, hs, qkv_rows), ConstView(base + C, T, hs, qkv_rows),
+                  ConstView(base + 2 * C, T, hs, qkv_rows),
+                  ConstView(dout + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C)), att + pair * T * T,
+                  View(dbase, T, hs, qkv_rows), View(dbase + C, T, hs, qkv_rows), View(dbase + 2 * C, T, hs, qkv_rows),
+                  G_data);
 }
 
 // --fused off, a pass at a time as eager PyTorch runs nanoGPT's attention: each function is one
@@ -270,6 +285,71 @@ void attention_backward(const float* dout, const float* qkv, const float* att, f
         float* G = scratch + member * T * T;
         for (int64_t pair = pairs * member / members; pair < pairs * (member + 1) / members; ++pair)
             head_backward(s, dout, qkv, att, dqkv, pair, G);
+    });
+}
+
+// ---- 16-bit storage: a pair's q, k, v (and in the backward its probabilities) widened into a
+// per-thread copy, its results rounded into storage as they are made.
+
+int64_t attention_16bit_scratch_floats(int64_t T, int64_t C, int64_t n_head, int threads) {
+    const int64_t hs = C / n_head;
+    return static_cast<int64_t>(std::max(threads, 1)) * (4 * T * hs + 2 * T * T);
+}
+
+namespace {
+
+// Pair (b, h)'s q, k and v from qkv's 16-bit codes into three contiguous T x hs blocks.
+void widen_pair(Precision precision, const uint16_t* qkv, int64_t b, int64_t h, const HeadShape& s, float* into) {
+    for (int part = 0; part < 3; ++part)
+        for (int64_t t = 0; t < s.T; ++t)
+            load_16bit_serial(precision, qkv + (b * s.T + t) * 3 * s.C + part * s.C + h * s.hs,
+                              into + (part * s.T + t) * s.hs, s.hs);
+}
+
+}  // namespace
+
+void attention_forward_16bit(Precision precision, const uint16_t* qkv, uint16_t* out, uint16_t* att, int64_t B,
+                             int64_t T, int64_t C, int64_t n_head, float* scratch) {
+    const HeadShape s = head_shape(T, C, n_head, precision);
+    const int64_t hs = s.hs, pairs = B * n_head;
+    const int64_t per_member = attention_16bit_scratch_floats(T, C, n_head, 1);
+    parallel_members(pairs * pair_work(s), [&](int member, int members) {
+        float* q = scratch + member * per_member;  // q, k, v, then att's rows, then y
+        float* a = q + 3 * T * hs;
+        float* y = a + T * T;
+        const Eigen::OuterStride<> rows(hs);
+        for (int64_t pair = pairs * member / members; pair < pairs * (member + 1) / members; ++pair) {
+            const int64_t b = pair / n_head, h = pair % n_head;
+            widen_pair(precision, qkv, b, h, s, q);
+            pair_forward(s, ConstView(q, T, hs, rows), ConstView(q + T * hs, T, hs, rows),
+                         ConstView(q + 2 * T * hs, T, hs, rows), View(y, T, hs, rows), a);
+            store_16bit_serial(precision, a, att + pair * T * T, T * T);  // rounded already: exact
+            for (int64_t t = 0; t < T; ++t) store_16bit_serial(precision, y + t * hs, out + (b * T + t) * C + h * hs, hs);
+        }
+    });
+}
+
+void attention_backward_16bit(Precision precision, const float* dout, const uint16_t* qkv, const uint16_t* att,
+                              float* dqkv, int64_t B, int64_t T, int64_t C, int64_t n_head, float* scratch) {
+    const HeadShape s = head_shape(T, C, n_head, precision);
+    const int64_t hs = s.hs, pairs = B * n_head;
+    const int64_t per_member = attention_16bit_scratch_floats(T, C, n_head, 1);
+    parallel_members(pairs * 2 * pair_work(s), [&](int member, int members) {
+        float* q = scratch + member * per_member;  // q, k, v, then P, then G
+        float* p = q + 3 * T * hs;
+        float* g = p + T * T;
+        const Eigen::OuterStride<> rows(hs), qkv_rows(3 * C);
+        for (int64_t pair = pairs * member / members; pair < pairs * (member + 1) / members; ++pair) {
+            const int64_t b = pair / n_head, h = pair % n_head;
+            widen_pair(precision, qkv, b, h, s, q);
+            load_16bit_serial(precision, att + pair * T * T, p, T * T);
+            float* dbase = dqkv + b * T * 3 * C + h * hs;
+            pair_backward(s, ConstView(q, T, hs, rows), ConstView(q + T * hs, T, hs, rows),
+                          ConstView(q + 2 * T * hs, T, hs, rows),
+                          ConstView(dout + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C)), p,
+                          View(dbase, T, hs, qkv_rows), View(dbase + C, T, hs, qkv_rows),
+                          View(dbase + 2 * C, T, hs, qkv_rows), g);
+        }
     });
 }
 

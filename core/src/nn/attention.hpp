@@ -36,6 +36,17 @@ int64_t attention_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t n_head
 void attention_backward(const float* dout, const float* qkv, const float* att, float* dqkv, int64_t B,
                         int64_t T, int64_t C, int64_t n_head, float* scratch, Precision products);
 
+// 16-bit runs (`precision` bf16 or fp16) on the CPU: attention_forward and attention_backward
+// with products of that precision, reading qkv and writing out and att in their 16-bit storage
+// one (sample, head) pair at a time through per-thread fp32 copies, so that no pass widens or
+// rounds a whole tensor (att alone is B x n_head x T x T). dout (rounded already, as the callers
+// round it) and dqkv are fp32. scratch: attention_16bit_scratch_floats(...) floats.
+int64_t attention_16bit_scratch_floats(int64_t T, int64_t C, int64_t n_head, int threads);
+void attention_forward_16bit(Precision precision, const uint16_t* qkv, uint16_t* out, uint16_t* att, int64_t B,
+                             int64_t T, int64_t C, int64_t n_head, float* scratch);
+void attention_backward_16bit(Precision precision, const float* dout, const uint16_t* qkv, const uint16_t* att,
+                              float* dqkv, int64_t B, int64_t T, int64_t C, int64_t n_head, float* scratch);
+
 // --fused off: the same results (up to float rounding) computed as eager PyTorch computes
 // nanoGPT's attention, each op one pass over all of att before the next: the scores q k^T, the
 // scale, the mask, the softmax, then att v; the backward likewise, through the whole gradient

@@ -394,10 +394,12 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
             case OpKind::attention: {
                 const int64_t T = op.rows_per_sample;
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / T;
-                // Eager attention's backward holds the gradient of every pair's att at once.
-                plan.scratch_floats = std::max(plan.scratch_floats,
-                                               plan.fused ? attention_scratch_floats(plan.micro_batch, T, C, op.heads, plan.threads)
-                                                          : attention_eager_scratch_floats(plan.micro_batch, T, op.heads));
+                // Eager attention's backward holds the gradient of every pair's att at once; the
+                // fused one works a pair at a time, in 16-bit runs on widened copies of its tensors.
+                const int64_t floats = !plan.fused       ? attention_eager_scratch_floats(plan.micro_batch, T, op.heads)
+                                       : plan.sixteen_bit() ? attention_16bit_scratch_floats(T, C, op.heads, plan.threads)
+                                                            : attention_scratch_floats(plan.micro_batch, T, C, op.heads, plan.threads);
+                plan.scratch_floats = std::max(plan.scratch_floats, floats);
                 break;
             }
             case OpKind::cross_entropy:
@@ -426,8 +428,15 @@ void plan_staging(GraphPlan& plan) {
     };
     for (size_t o = 0; o < m.ops.size(); ++o) {
         const OpDesc& op = m.ops[o];
-        for (size_t k = 0; k < op.inputs.size(); ++k) widen(plan.input_staging_floats, k, op.inputs[k]);
-        for (size_t k = 0; k < op.outputs.size(); ++k) widen(plan.output_staging_floats, k, op.outputs[k]);
+        // Fused attention reads and writes its 16-bit tensors itself (nn/attention.hpp, and on
+        // CUDA on the tensor cores); bf16 products read their 16-bit input, and without an
+        // epilogue after them write their 16-bit output.
+        const bool own_io = op.kind == OpKind::attention && plan.fused;
+        const bool bf16_product = op.kind == OpKind::linear && plan.products == ProductKernel::onednn_bf16;
+        if (!own_io && !bf16_product)
+            for (size_t k = 0; k < op.inputs.size(); ++k) widen(plan.input_staging_floats, k, op.inputs[k]);
+        if (!own_io && !(bf16_product && plan.fused_with[o] < 0))
+            for (size_t k = 0; k < op.outputs.size(); ++k) widen(plan.output_staging_floats, k, op.outputs[k]);
         // A fused pair computes the second op's result in output staging 1 (an in-place
         // activation works in its product's output).
         const int with = plan.fused_with[o];
@@ -437,8 +446,8 @@ void plan_staging(GraphPlan& plan) {
         }
         // The products' weights (W, then b, then a LoRA layer's A and B, one after the other), and
         // the frozen weights LayerNorm and the embedding read, which only the 16-bit copy holds.
-        const bool widened_weights = op.kind == OpKind::linear || op.kind == OpKind::lora_linear ||
-                                     op.kind == OpKind::conv2d ||
+        const bool widened_weights = (op.kind == OpKind::linear && plan.products == ProductKernel::eigen) ||
+                                     op.kind == OpKind::lora_linear || op.kind == OpKind::conv2d ||
                                      ((op.kind == OpKind::layernorm || op.kind == OpKind::embedding) &&
                                       !m.params[static_cast<size_t>(op.params[0])].trainable);
         if (!widened_weights) continue;

@@ -47,14 +47,18 @@ void store_16bit(Precision precision, const float* source, uint16_t* destination
     });
 }
 
+void load_16bit_serial(Precision precision, const uint16_t* source, float* destination, int64_t n) {
+    if (precision == Precision::bf16) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) destination[i] = bf16_to_float(source[i]);
+    } else {
+        fp16_to_floats(source, destination, n);
+    }
+}
+
 void load_16bit(Precision precision, const uint16_t* source, float* destination, int64_t n) {
     parallel_range(n, 1, [&](int64_t begin, int64_t end) {
-        if (precision == Precision::bf16) {
-#pragma omp simd
-            for (int64_t i = begin; i < end; ++i) destination[i] = bf16_to_float(source[i]);
-        } else {
-            fp16_to_floats(source + begin, destination + begin, end - begin);
-        }
+        load_16bit_serial(precision, source + begin, destination + begin, end - begin);
     });
 }
 

@@ -65,6 +65,8 @@ void store_16bit(Precision precision, const float* source, uint16_t* destination
 // The same on the calling thread (inside a kernel that already has its share of the work).
 void store_16bit_serial(Precision precision, const float* source, uint16_t* destination, int64_t n);
 void load_16bit(Precision precision, const uint16_t* source, float* destination, int64_t n);
+// The same on the calling thread.
+void load_16bit_serial(Precision precision, const uint16_t* source, float* destination, int64_t n);
 // Rounds in place to the nearest value representable in 16 bits (fp16 overflows to inf).
 void round_to_16bit(Precision precision, float* values, int64_t n);
 // The same on the calling thread (inside a kernel that already has its share of the work).

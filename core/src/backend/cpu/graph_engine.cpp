@@ -524,6 +524,12 @@ private:
         return bf16_products() && op.kind == OpKind::linear && plan_.fused_with[static_cast<size_t>(o)] < 0 &&
                plan_.stored_16bit(op.outputs[0]);
     }
+    // --fused on in a 16-bit run: attention reads and writes its 16-bit tensors itself
+    // (attention_forward_16bit), as the planner's stagings assume.
+    bool attention_in_storage(const OpDesc& op) const {
+        return plan_.fused && plan_.sixteen_bit() && plan_.stored_16bit(op.inputs[0]) &&
+               plan_.stored_16bit(op.outputs[0]) && plan_.stored_16bit(op.outputs[1]);
+    }
     // The op's input as the products read it: its 16-bit codes, or fp32 values.
     const void* onednn_input(const OpDesc& op, int64_t n) const {
         return bf16_products() ? static_cast<const void*>(tensor_16bit(op.inputs[0])) : input(op, 0, n);
@@ -611,6 +617,11 @@ private:
             }
             case OpKind::attention: {
                 const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                if (attention_in_storage(op)) {
+                    attention_forward_16bit(plan_.precision, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[0]),
+                                            tensor_16bit(op.outputs[1]), n, op.rows_per_sample, C, op.heads, scratch_);
+                    return;  // stored
+                }
                 if (plan_.fused)
                     attention_forward(input(op, 0, n), output(op, 0), output(op, 1), n, op.rows_per_sample, C, op.heads,
                                       plan_.precision);
@@ -772,7 +783,10 @@ private:
                 const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
                 // As a linear op's: 16-bit products take their output gradient in 16 bits.
                 if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
-                if (plan_.fused)
+                if (attention_in_storage(op))
+                    attention_backward_16bit(plan_.precision, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
+                                             grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, scratch_);
+                else if (plan_.fused)
                     attention_backward(dout, input(op, 0, n), saved_output(op, 1, n), grad(op.inputs[0]), n,
                                        op.rows_per_sample, C, op.heads, scratch_, plan_.precision);
                 else

@@ -10,6 +10,7 @@
 // 16-bit storage, the softmax rounds the probabilities as it stores them, the backward's softmax
 // rounds scale * dS, and the output gradient arrives rounded (the caller's). So no fp32 copy of
 // qkv or att is made, and the products run at the tensor cores' rate instead of as SGEMMs.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -285,8 +286,11 @@ namespace {
 int64_t g_floats(int64_t B, int64_t T) { return (B * T * T + 63) / 64 * 64; }
 }  // namespace
 
-int64_t attention_backward_16bit_scratch_floats(int64_t B, int64_t T) {
-    return g_floats(B, T) + (B * T * T + 1) / 2;  // G in fp32, then scale * dS in 16 bits, one head at a time
+int64_t attention_16bit_scratch_floats(int64_t B, int64_t T, int64_t n_head) {
+    // The forward's fp32 scores of every head; the backward's G in fp32, then scale * dS in 16
+    // bits, one head at a time. A forward (a checkpointed segment's recompute included) never
+    // runs inside a backward, so they share the space.
+    return std::max(B * n_head * T * T, g_floats(B, T) + (B * T * T + 1) / 2);
 }
 
 void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void* qkv, const void* att, float* dqkv,

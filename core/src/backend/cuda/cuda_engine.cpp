@@ -154,8 +154,9 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
             const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
             needed_scratch = std::max(needed_scratch, layernorm_backward_scratch_floats_cuda(C));
         } else if (op.kind == OpKind::attention && spec.fused) {
-            const int64_t floats = g.sixteen_bit() ? attention_backward_16bit_scratch_floats(g.micro_batch, op.rows_per_sample)
-                                                   : attention_backward_scratch_floats(g.micro_batch, op.rows_per_sample);
+            const int64_t floats = g.sixteen_bit()
+                                       ? attention_16bit_scratch_floats(g.micro_batch, op.rows_per_sample, op.heads)
+                                       : attention_backward_scratch_floats(g.micro_batch, op.rows_per_sample);
             plan.attention_scratch_floats = std::max(plan.attention_scratch_floats, floats);
         } else if (op.kind == OpKind::attention) {
             needed_scratch = std::max(needed_scratch, attention_backward_eager_scratch_floats(
@@ -907,7 +908,7 @@ private:
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
                 if (on_16bit_operands(op)) {  // reads and writes the 16-bit storage itself
                     attention_forward_16bit(blas_, stored(op.inputs[0]), stored(op.outputs[0]), stored(op.outputs[1]),
-                                            output_staging_[1], plan_.storage(), n, op.rows_per_sample, C, op.heads,
+                                            attention_scratch_, plan_.storage(), n, op.rows_per_sample, C, op.heads,
                                             stream_);
                     return;
                 }

@@ -50,12 +50,13 @@ void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv
 
 // 16-bit runs (bf16, fp16 as `type`): the products on 16-bit operands with fp32 accumulation,
 // at nn/attention.hpp's rounding points. qkv, out and att are in their 16-bit storage; scores
-// ([B, H, T, T] fp32) holds the raw q k^T before the softmax rounds it into att.
+// ([B, H, T, T] fp32, the start of the attention scratch) holds the raw q k^T before the
+// softmax rounds it into att.
 void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, void* att, float* scores,
                              StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
-// Floats of scratch attention_backward_16bit needs: d(att) of one head in fp32 and its scale * dS
-// in 16 bits.
-int64_t attention_backward_16bit_scratch_floats(int64_t B, int64_t T);
+// Floats of scratch the 16-bit attention needs: the forward's scores, or the backward's d(att)
+// of one head in fp32 and its scale * dS in 16 bits, whichever is larger.
+int64_t attention_16bit_scratch_floats(int64_t B, int64_t T, int64_t n_head);
 // dqkv [B, T, 3C] (fp32) overwritten, from dout [B, T, C] already rounded to `type` and the
 // forward's 16-bit qkv and att.
 void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void* qkv, const void* att, float* dqkv,
