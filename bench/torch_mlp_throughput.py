@@ -4,13 +4,16 @@
 Same model (784-1024-1024-10 ReLU MLP, torch.nn.Linear init), same data (Fashion-MNIST from
 Debian's dataset-fashion-mnist, kept as bytes and scaled to [0,1] per batch as TrainBench's
 loader does), same global batch, same optimizer (Adam, PyTorch defaults, lr 1e-3), same
-threads, fp32. The timed update is everything TrainBench's StepMetrics::update_ms covers:
+threads, fp32 (or with --precision bf16, torch.autocast to bf16 around the forward and the loss,
+as PyTorch trains in bf16 mixed precision: fp32 master weights, bf16 products through oneDNN).
+The timed update is everything TrainBench's StepMetrics::update_ms covers:
 gathering the micro-batches, zero_grad, forward, loss, backward and optimizer.step. The
 step_size 4 variant accumulates 4 micro-batches of 64 with loss / 4 each.
 
 Run with Debian's interpreter: /usr/bin/python3 bench/torch_mlp_throughput.py --threads 2
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -33,6 +36,8 @@ def parse_args():
     parser.add_argument("--interleave", type=int, default=5,
                         help="the variants take turns of this many updates (the first of each turn "
                              "is not timed); 0: each variant runs its updates in one go per round")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="bf16: torch.autocast(cpu, bfloat16) around forward and loss")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--products", action="store_true",
                         help="also time the update's pieces alone (products, Adam), as bench/mlp_update_breakdown does")
@@ -74,6 +79,13 @@ def make_model():
         torch.nn.Linear(1024, 10))
 
 
+def autocast():
+    """bf16 mixed precision as PyTorch does it on the CPU, or nothing for fp32."""
+    if ARGS.precision == "bf16":
+        return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def variant_updates(step_size, pixels, labels):
     """Runs one variant's updates one at a time, yielding (update ms, gather ms, loss) for each."""
     torch.manual_seed(0)
@@ -98,7 +110,8 @@ def variant_updates(step_size, pixels, labels):
             x = pixels.index_select(0, index).float().mul_(scale)
             y = labels.index_select(0, index)
             gather_seconds += time.perf_counter() - g0
-            loss = loss_fn(model(x), y) / step_size
+            with autocast():
+                loss = loss_fn(model(x), y) / step_size
             loss.backward()
             losses.append(loss.detach())
         optimizer.step()
@@ -200,11 +213,11 @@ def main():
         median = statistics.median(times)
         q = statistics.quantiles(times, n=10)
         rows.append({
-            "bench": "torch_mlp", "variant": f"fp32-step{step_size}",
+            "bench": "torch_mlp", "variant": f"{ARGS.precision}-step{step_size}",
             "config": f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}" if os.environ.get("OMP_WAIT_POLICY") else "as installed", "threads": ARGS.threads,
             "torch_threads": torch.get_num_threads(), "blas_threads": ARGS.blas_threads or ARGS.threads,
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "batch": ARGS.batch, "step_size": step_size,
-            "precision": "fp32", "updates": len(times), "interleave": ARGS.interleave, "median_ms": round(median, 4),
+            "precision": ARGS.precision, "updates": len(times), "interleave": ARGS.interleave, "median_ms": round(median, 4),
             "p10_ms": round(q[0], 4), "p90_ms": round(q[-1], 4),
             "samples_per_second": round(ARGS.batch / (median / 1000.0), 2),
             "median_gather_ms": round(statistics.median(gathers), 4),
@@ -219,7 +232,7 @@ def main():
         for row in rows:
             print(json.dumps(row))
         return
-    print(f"PyTorch {torch.__version__}: fashion-mnist, MLP 784-1024-1024-10 relu, adam, batch {ARGS.batch}, "
+    print(f"PyTorch {torch.__version__}: fashion-mnist, MLP 784-1024-1024-10 relu, adam, {ARGS.precision}, batch {ARGS.batch}, "
           f"{torch.get_num_threads()} threads; {ARGS.rounds} rounds x {ARGS.steps} timed updates after {ARGS.warmup} warm-up"
           + (f", variants taking turns of {ARGS.interleave} updates" if ARGS.interleave >= 2 else ""))
     print(f"BLAS: build says {blas['torch_blas_info']}; mapped {', '.join(blas['mapped']) or 'none'}; "

@@ -135,9 +135,11 @@ inline __m256i to_bf16(__m512 v) {
 
 // Columns [first, end) of dY [rows x out] as rows of dY^T [out x rows], fp32 or bf16 codes:
 // 16 x 16 tiles in registers where the build has AVX-512, element by element at the edges
-// (and everywhere without it).
+// (and everywhere without it). With dy16, the same columns' bf16 codes in dY's own layout too,
+// from the same reads.
 template <typename Value>
-void transpose_columns(const float* dy, Value* dy_t, int64_t out, int64_t rows, int64_t first, int64_t end) {
+void transpose_columns(const float* dy, Value* dy_t, int64_t out, int64_t rows, int64_t first, int64_t end,
+                       uint16_t* dy16 = nullptr) {
     auto convert = [](float v) {
         if constexpr (sizeof(Value) == 2) return float_to_bf16(v);
         else return v;
@@ -149,6 +151,9 @@ void transpose_columns(const float* dy, Value* dy_t, int64_t out, int64_t rows, 
         for (int64_t o = first; o < tiled_end; o += 16) {
             __m512 tile[16];
             for (int i = 0; i < 16; ++i) tile[i] = _mm512_loadu_ps(dy + (r0 + i) * out + o);
+            if (dy16)
+                for (int i = 0; i < 16; ++i)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dy16 + (r0 + i) * out + o), to_bf16(tile[i]));
             transpose_16x16(tile);
             for (int j = 0; j < 16; ++j) {
                 Value* into = dy_t + (o + j) * rows + r0;
@@ -159,11 +164,17 @@ void transpose_columns(const float* dy, Value* dy_t, int64_t out, int64_t rows, 
             }
         }
         for (int64_t o = tiled_end; o < end; ++o)
-            for (int64_t r = r0; r < r0 + 16; ++r) dy_t[o * rows + r] = convert(dy[r * out + o]);
+            for (int64_t r = r0; r < r0 + 16; ++r) {
+                dy_t[o * rows + r] = convert(dy[r * out + o]);
+                if (dy16) dy16[r * out + o] = float_to_bf16(dy[r * out + o]);
+            }
     }
 #endif
     for (int64_t o = first; o < end; ++o)  // the rows left over
-        for (int64_t r = r0; r < rows; ++r) dy_t[o * rows + r] = convert(dy[r * out + o]);
+        for (int64_t r = r0; r < rows; ++r) {
+            dy_t[o * rows + r] = convert(dy[r * out + o]);
+            if (dy16) dy16[r * out + o] = float_to_bf16(dy[r * out + o]);
+        }
 }
 
 }  // namespace
@@ -194,10 +205,10 @@ void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, c
     const void* dy_rows = bf16 ? static_cast<const void*>(dy16) : dy;
     if (grad_weight)
         parallel_range(out, rows, [&](int64_t first, int64_t end) {
-            if (bf16) transpose_columns(dy, dy_t16, out, rows, first, end);
+            if (bf16) transpose_columns(dy, dy_t16, out, rows, first, end, grad_input ? dy16 : nullptr);
             else transpose_columns(dy, scratch, out, rows, first, end);
         });
-    if (bf16 && grad_input) store_16bit(Precision::bf16, dy, dy16, rows * out);
+    if (bf16 && grad_input && !grad_weight) store_16bit(Precision::bf16, dy, dy16, rows * out);
     const int64_t work = backward_work(in, out, rows, grad_weight != nullptr, grad_input != nullptr);
     const int members = members_for(work);
     if (grad_weight) products.prepare(weight_grad, members);
