@@ -264,6 +264,8 @@ void ConfigPanel::updateDerivedText(const RunConfig& c) {
         if (plan_->fused_traffic_bytes > 0)  // what the Fused kernels setting changes (CPU)
             memory += tr("\nMemory traffic per update: %1 fused, %2 one op at a time")
                           .arg(q(format_bytes(plan_->fused_traffic_bytes)), q(format_bytes(plan_->eager_traffic_bytes)));
+        if (!plan_->products.empty())  // what the CPU products setting chose on this CPU
+            memory += tr("\nMatrix products: %1").arg(q(plan_->products));
         memory_plan_->setText(memory);
         const double per_unit = plan_->tokens_per_sample > 0
                                     ? plan_->flops_per_sample / static_cast<double>(plan_->tokens_per_sample)

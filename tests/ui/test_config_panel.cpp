@@ -202,6 +202,10 @@ private slots:
         QVERIFY2(size->text().contains(QStringLiteral("per token")), qPrintable(size->text()));
         QVERIFY2(memory->text().contains(QStringLiteral("activations")), qPrintable(memory->text()));
         QVERIFY2(memory->text().contains(QStringLiteral("Memory traffic per update")), qPrintable(memory->text()));
+        // What the CPU products setting chose on this CPU, as the plan names it.
+        QVERIFY2(memory->text().contains(QStringLiteral("Matrix products: ") + QString::fromStdString(panel->plan()->products)),
+                 qPrintable(memory->text()));
+        QVERIFY(!panel->plan()->products.empty());
         const int64_t two_layers = panel->plan()->parameter_count;
         const QString two_layer_memory = memory->text();
 
