@@ -4,7 +4,8 @@
 # packages as .deb files, and Fashion-MNIST), which is git-ignored, so the device tool must be
 # told to take it along: run with carry [".deps"].
 #   build     unpack .deps, build trainbench-cli, the CUDA products benchmark and the Qt Test
-#             suite of the CUDA engine (-DTRAINBENCH_GUI=OFF)
+#             suite of the CUDA engine (-DTRAINBENCH_GUI=OFF); oneDNN comes from .deps too
+#             (first needed 2026-11-26, not yet built on a GPU machine)
 #   tests     tests/core/test_cuda_engine.cpp on the GPU (CUDA vs CPU engine for every
 #             optimizer, activation and loss; mixed precision; accumulation; preload;
 #             checkpointing; the memory plan against the allocator)
@@ -137,6 +138,9 @@ if wants build; then
   echo "built: ${targets[*]}"
 fi
 [ -x "$cli" ] || { echo "no $cli: run the build stage first"; exit 1; }
+# The engine links oneDNN (libdnnl.so.2), which this system may lack: every program run below
+# finds the unpacked Debian copy, and only the libraries the system lacks (see unpack_deps).
+[ -d "$prefix/missing-libs" ] && export LD_LIBRARY_PATH="$prefix/missing-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 "$cli" devices 2>&1 | tee "$work/devices.txt" || true
 
 if [ -d "$deps/fashion-mnist" ]; then

@@ -59,8 +59,9 @@ struct GraphPlan {
     ShardRange optimizer_shard;
     bool checkpointing = false;
     // fp32, or the 16-bit format (bf16, fp16) of mixed precision: the activations and a working
-    // copy of the weights are stored in it, every kernel computes in fp32 on widened copies, and
-    // the optimizer updates fp32 master weights. The fields above and below keep their fp32
+    // copy of the weights are stored in it, kernels compute in fp32 (on widened copies, or on the
+    // 16-bit values themselves with fp32 accumulation: oneDNN's bf16 products), and the optimizer
+    // updates fp32 master weights. The fields above and below keep their fp32
     // meanings (elements, floats); the 16-bit run's sizes are the *_bytes and *_staging_* ones.
     Precision precision = Precision::fp32;
 
@@ -138,7 +139,9 @@ struct GraphPlan {
     // input staging k and its 16-bit outputs k = 0, 1 computed in output staging k before they
     // are rounded into storage; its backward widens each saved tensor it reads into the staging
     // of the role that tensor had in the forward. A linear op's W and b are widened into the
-    // weight staging to be packed. All zero in fp32 runs.
+    // weight staging to be packed (Eigen's products). Kernels that read or write the 16-bit
+    // storage themselves (fused attention; oneDNN's bf16 products, their outputs when no
+    // epilogue follows) are not staged. All zero in fp32 runs.
     std::array<int64_t, 2> input_staging_floats{};
     std::array<int64_t, 2> output_staging_floats{};
     int64_t weight_staging_floats = 0;

@@ -6,14 +6,18 @@
 // does, so they show up as activations during the step and as cache between steps, and the
 // steady state reuses the same blocks without touching the system allocator.
 //
+// The linear ops' products run in Eigen on packed weights or in oneDNN on the weights as stored
+// (GraphPlan::products, --cpu-products; nn/onednn_linear.hpp); convolutions in Eigen.
+//
 // Mixed precision (bf16, fp16) keeps fp32 master weights, gradients and optimizer state, and
-// stores the activations and a working copy of the weights in 16 bits. Every kernel computes in
-// fp32: an op widens its 16-bit inputs into fp32 stagings, and its results are rounded into
-// 16-bit storage. The products read the 16-bit working copy and their output gradient rounded
+// stores the activations and a working copy of the weights in 16 bits. Kernels compute in fp32:
+// an op widens its 16-bit inputs into fp32 stagings, and its results are rounded into 16-bit
+// storage, except where a kernel reads and writes the storage itself (oneDNN's bf16 products,
+// fused attention). The products read the 16-bit working copy and their output gradient rounded
 // to 16 bits (16-bit inputs, fp32 accumulation, as tensor cores multiply); LayerNorm and the
 // embedding read the fp32 master weights, as torch's autocast leaves those ops in fp32. These
 // are the layer-chain MLP engine's rounding points, which this executor replaced bit for bit
-// (tests/core/test_mlp_goldens.cpp).
+// (tests/core/test_mlp_goldens.cpp, with Eigen's products).
 #include <algorithm>
 #include <array>
 #include <chrono>
