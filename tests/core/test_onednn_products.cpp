@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/peak_equals_plan.hpp"
 #include "backend/compute_engine.hpp"
 #include "model/build_model.hpp"
 #include "model/init_weights.hpp"
@@ -324,11 +325,7 @@ private slots:
         engine->forward_backward(batch, 128.0, 1.0);
         engine->optimizer_step(1e-3, 1.0, 1);
         const BytesByCategory planned = plan_cpu_engine_memory(spec);
-        const MemoryReport report = engine->memory();
-        for (int c = 0; c < kMemoryCategoryCount; ++c) {
-            if (c == int(MemoryCategory::cache)) continue;
-            QCOMPARE(report.peak[size_t(c)], planned[size_t(c)]);
-        }
+        CHECK_PEAK_EQUALS_PLAN(*engine, planned);
         // oneDNN's products read the weights where they are: no packed copies of W or W^T.
         EngineSpec eigen = spec;
         eigen.cpu_products = CpuProducts::eigen;
