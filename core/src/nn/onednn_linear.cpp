@@ -217,16 +217,20 @@ void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, c
     auto slice = [&](int member, int count) {
         if (grad_weight) {
             products.run_slice(weight_grad, member, count, dy_t, x, nullptr, grad_weight);
-            if (grad_bias) {  // this member's outputs, row by row of dY
-                const int64_t first = slice_row_begin(out, member, count), end = slice_row_begin(out, member + 1, count);
-                float* db = grad_bias + first;
-                if (write == GradientWrite::overwrite) std::fill(db, db + (end - first), 0.0f);
-                for (int64_t r = 0; r < rows; ++r) {
-                    const float* g = dy + r * out + first;
-#pragma omp simd
-                    for (int64_t o = 0; o < end - first; ++o) db[o] += g[o];
+            if (grad_bias)  // this member's outputs: sums of dY^T's rows, the values dW multiplied
+                for (int64_t o = slice_row_begin(out, member, count); o < slice_row_begin(out, member + 1, count); ++o) {
+                    float sum = 0.0f;
+                    if (bf16) {
+                        const uint16_t* g = dy_t16 + o * rows;
+#pragma omp simd reduction(+ : sum)
+                        for (int64_t r = 0; r < rows; ++r) sum += bf16_to_float(g[r]);
+                    } else {
+                        const float* g = scratch + o * rows;
+#pragma omp simd reduction(+ : sum)
+                        for (int64_t r = 0; r < rows; ++r) sum += g[r];
+                    }
+                    grad_bias[o] = write == GradientWrite::overwrite ? sum : grad_bias[o] + sum;
                 }
-            }
         }
         if (grad_input) products.run_slice(input_grad, member, count, dy_rows, w, nullptr, grad_input);
     };

@@ -42,8 +42,10 @@ void onednn_linear_forward_bf16(OnednnProducts& products, const void* x, const v
 int64_t onednn_linear_scratch_floats(int64_t out, int64_t rows);
 
 // dW (+)= dY^T X and db (+)= colsum(dY) when grad_weight is not null, and dX = dY W when
-// grad_input is not null, from dy, the output gradient's fp32 values (in 16-bit runs already
-// rounded to 16 bits). In scratch, dY is laid out as the products read it: transposed for dW,
+// grad_input is not null, from dy, the output gradient's fp32 values. bf16 operands round them
+// here (to nearest even, as the products read them; db sums the rounded values), so the caller
+// need not; fp32 operands take them as given (a 16-bit run rounds them first). In scratch, dY is
+// laid out as the products read it: transposed for dW,
 // whose reduction over rows oneDNN's fast kernels only take along a row of A (given dY^T as a
 // strided view, 2.6 falls back to a slower GEMM that allocates its packing buffer on every
 // call), and for bf16 products also as row-major codes for dX.

@@ -723,8 +723,10 @@ private:
                 float* dinput = grad(op.inputs[0]);
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
                 // A 16-bit product's operands are 16-bit: its output gradient too. Nothing else
-                // reads that gradient (this op made the tensor), so it is rounded in place.
-                if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
+                // reads that gradient (this op made the tensor), so it is rounded in place, or by
+                // oneDNN's bf16 path as it lays the gradient out for its products.
+                if (plan_.sixteen_bit() && !(p.onednn && bf16_products()))
+                    round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 if (p.onednn) {
                     onednn_linear_backward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p), dout,
                                            param_grad(op.params[0]), dbias, dinput, in, out, rows, param_write(o, 0),
