@@ -53,6 +53,12 @@ struct ProductEpilogue {
     Activation activation = Activation::relu;
     float* activated = nullptr;            // null: in place
     Precision rounding = Precision::fp32;  // fp32: none
+    // 16-bit runs: the storage the rounded product and its activation are written to as codes,
+    // straight from the epilogue while the block is in cache; the fp32 output is then only read
+    // and `activated` is not used. Null output_codes with activated_codes: an in-place
+    // activation, whose product is not kept.
+    uint16_t* output_codes = nullptr;
+    uint16_t* activated_codes = nullptr;
 };
 
 // The epilogue over rows [row, row + rows) of columns [column, column + columns) of a

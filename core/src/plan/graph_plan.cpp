@@ -438,9 +438,10 @@ void plan_staging(GraphPlan& plan) {
         if (!own_io && !(bf16_product && plan.fused_with[o] < 0))
             for (size_t k = 0; k < op.outputs.size(); ++k) widen(plan.output_staging_floats, k, op.outputs[k]);
         // A fused pair computes the second op's result in output staging 1 (an in-place
-        // activation works in its product's output).
+        // activation works in its product's output), except a linear op's epilogue, which
+        // stores its activation's 16-bit codes itself (ProductEpilogue::activated_codes).
         const int with = plan.fused_with[o];
-        if (with >= 0) {
+        if (with >= 0 && op.kind != OpKind::linear) {
             const int t = m.ops[static_cast<size_t>(with)].outputs[0];
             if (plan.tensor_alias[static_cast<size_t>(t)] < 0) widen(plan.output_staging_floats, 1, t);
         }

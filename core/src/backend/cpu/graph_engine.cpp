@@ -547,7 +547,14 @@ private:
         const OpDesc& activation = plan_.model.ops[static_cast<size_t>(with)];
         const int t = activation.outputs[0];
         ProductEpilogue e{.activation = activation.activation, .rounding = plan_.precision};
-        if (plan_.tensor_alias[static_cast<size_t>(t)] < 0) e.activated = fused_output(t);
+        const bool in_place = plan_.tensor_alias[static_cast<size_t>(t)] >= 0;
+        if (!in_place) e.activated = fused_output(t);
+        // A linear op's 16-bit results go to their storage from the epilogue itself.
+        const OpDesc& product = plan_.model.ops[static_cast<size_t>(o)];
+        if (product.kind == OpKind::linear && plan_.stored_16bit(t) && plan_.stored_16bit(product.outputs[0])) {
+            e.activated_codes = tensor_16bit(t);
+            if (!in_place) e.output_codes = tensor_16bit(product.outputs[0]);
+        }
         return e;
     }
     // Where a fused pair's second result is computed: its buffer, or output staging 1.
@@ -579,11 +586,12 @@ private:
                     }
                     onednn_linear_forward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p),
                                           onednn_bias(op, p), output(op, 0), shape[1], shape[0], rows, fused);
-                    break;
+                } else {
+                    const float* packed = packed_ + p.forward_offset;
+                    packed_linear_forward(p.forward, packed, op.params.size() > 1 ? packed + p.forward.total_floats() : nullptr,
+                                          input(op, 0, n), output(op, 0), rows, fused);
                 }
-                const float* packed = packed_ + p.forward_offset;
-                packed_linear_forward(p.forward, packed, op.params.size() > 1 ? packed + p.forward.total_floats() : nullptr,
-                                      input(op, 0, n), output(op, 0), rows, fused);
+                if (fused && fused->activated_codes) return;  // the epilogue stored both results
                 break;
             }
             case OpKind::lora_linear: {
