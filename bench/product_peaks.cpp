@@ -55,10 +55,10 @@ struct Model {
 struct Buffers {
     std::vector<float> x, w, bias, y, dy, dx, dw, db, scratch;
     std::vector<uint16_t> x16, w16;
-    Buffers(const Layer& l, int64_t rows)
+    Buffers(const Layer& l, int64_t rows, MatmulOperands operands, int threads)
         : x(size_t(rows * l.in)), w(size_t(l.out * l.in)), bias(size_t(l.out), 0.01f), y(size_t(rows * l.out)),
           dy(size_t(rows * l.out)), dx(size_t(rows * l.in)), dw(size_t(l.out * l.in)), db(size_t(l.out)),
-          scratch(size_t(onednn_linear_scratch_floats(l.out, rows))), x16(x.size()), w16(w.size()) {
+          scratch(size_t(onednn_linear_scratch_floats(operands, l.in, l.out, rows, threads))), x16(x.size()), w16(w.size()) {
         for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
         for (size_t i = 0; i < w.size(); ++i) w[i] = float((i * 104729) % 1000) / 1000.0f - 0.5f;
         for (size_t i = 0; i < dy.size(); ++i) dy[i] = float((i * 15485863) % 1000) / 1000.0f - 0.5f;
@@ -77,7 +77,7 @@ struct Result {
 // FLOP/s of the forward product of a square n^3 problem with `kernel`.
 double square_rate(ProductKernel kernel, int64_t n, int threads, int repeats) {
     const Layer layer{n, n, true};
-    Buffers b(layer, n);
+    Buffers b(layer, n, MatmulOperands::f32, threads);
     const double flops = 2.0 * double(n) * double(n) * double(n);
     if (kernel == ProductKernel::eigen) {
         const PackedLayout layout = make_packed_layout(PackedOperand::weights, n, n, threads);
@@ -109,7 +109,7 @@ double model_rate(ProductKernel kernel, const Model& model, int threads, int rep
     std::vector<Buffers> buffers;
     double flops = 0.0;
     for (const Layer& l : model.layers) {
-        buffers.emplace_back(l, model.rows);
+        buffers.emplace_back(l, model.rows, operands, threads);
         scratchpad = std::max(scratchpad, onednn_linear_scratchpad_bytes(operands, l.in, l.out, model.rows, true,
                                                                          l.input_grad, threads));
         flops += double(l.input_grad ? 6 : 4) * double(l.in) * double(l.out) * double(model.rows);

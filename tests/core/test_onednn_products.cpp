@@ -237,7 +237,7 @@ private slots:
         QVERIFY2(relative_error(y, want_y) < y_tolerance, qPrintable(QString::number(relative_error(y, want_y))));
         QCOMPARE(activated, want_activated);
 
-        Floats scratch(size_t(onednn_linear_scratch_floats(out, rows)));
+        Floats scratch(size_t(onednn_linear_scratch_floats(type, in, out, rows, threads)));
         Floats dx(size_t(rows) * in, NAN), dw(size_t(out) * in, NAN), db(static_cast<size_t>(out), NAN);
         const float* dy_in = type == MatmulOperands::bf16 ? dy_given.data() : dy.values.data();
         onednn_linear_backward(products, type, x.data(type), w.data(type), dy_in, dw.data(), db.data(),
@@ -313,8 +313,8 @@ private slots:
         spec.max_micro_batch = spec.max_eval_batch = 4;
         spec.threads = 2;
         spec.cpu_products = CpuProducts::onednn;
+        spec.sample_counts = {3};  // the second micro-batch's: its products are planned and made too
         auto engine = make_cpu_engine(spec);
-        engine->prepare_micro_batches({3, 4});
         engine->set_weights(init_weights(spec.model, 1));
         std::vector<int32_t> tokens(4 * 32);
         for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7 + 3) % 65);

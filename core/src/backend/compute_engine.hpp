@@ -26,6 +26,10 @@ struct EngineSpec {
     Precision precision = Precision::fp32;
     int64_t max_micro_batch = 1;       // buffers are sized for this many samples
     int64_t max_eval_batch = 1;
+    // Every sample count the run will give forward_backward, evaluate and logits_row besides the
+    // two above: an engine whose kernels are made per shape (the CPU's oneDNN products) makes
+    // them, and plans their scratchpads, for each, so that none is made inside the training loop.
+    std::vector<int64_t> sample_counts;
     bool gradient_checkpointing = false;
     bool fused = true;                 // RunConfig::fused
     CpuProducts cpu_products = CpuProducts::automatic;  // cpu only
@@ -64,10 +68,6 @@ class ComputeEngine {
 public:
     virtual ~ComputeEngine() = default;
 
-    // Every sample count the run will give forward_backward, evaluate and logits_row, told once
-    // before the first update: an engine whose kernels are made per shape (the CPU's oneDNN
-    // products) makes them here, so that none is made inside the training loop.
-    virtual void prepare_micro_batches(const std::vector<int64_t>& /*sample_counts*/) {}
     virtual void set_weights(const ModelWeights& weights) = 0;
     virtual ModelWeights weights() const = 0;
     // The accumulated gradients under the parameters' names (as weights() names them), for

@@ -30,6 +30,25 @@ MatmulShape linear_weight_grad_shape(MatmulOperands operands, int64_t in, int64_
             .c_row = in, .accumulate = write == GradientWrite::accumulate};
 }
 
+namespace {
+MatmulShape linear_weight_grad_part_shape(int64_t in, int64_t out, int64_t part_rows, GradientWrite write) {
+    // dW (+)= dY_p^T X_p over a part of the rows, dY_p read in place as a transposed view
+    return {.operands = MatmulOperands::bf16, .m = out, .k = part_rows, .n = in, .a_row = 1, .a_col = out,
+            .b_row = in, .b_col = 1, .c_row = in, .accumulate = write == GradientWrite::accumulate};
+}
+
+// Calls fn(shape) for each product of a bf16 weight gradient split by rows across `members`:
+// member 0's part written as `write` says, the others' into their partial sums.
+template <class Fn>
+void for_each_weight_grad_part(int64_t in, int64_t out, int64_t rows, int members, GradientWrite write, Fn fn) {
+    for (int member = 0; member < members; ++member) {
+        const int64_t part_rows = slice_row_begin(rows, member + 1, members) - slice_row_begin(rows, member, members);
+        if (part_rows > 0)
+            fn(linear_weight_grad_part_shape(in, out, part_rows, member == 0 ? write : GradientWrite::overwrite));
+    }
+}
+}  // namespace
+
 int64_t onednn_linear_scratchpad_bytes(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, bool bias,
                                        bool input_grad, int threads) {
     int64_t bytes = 0;
@@ -37,8 +56,14 @@ int64_t onednn_linear_scratchpad_bytes(MatmulOperands operands, int64_t in, int6
         bytes = std::max(bytes, onednn_scratchpad_bytes(linear_forward_shape(operands, in, out, rows, bias), members));
         if (operands == MatmulOperands::bf16)
             bytes = std::max(bytes, onednn_scratchpad_bytes(linear_forward_shape(operands, in, out, rows, bias, true), members));
-        for (GradientWrite write : {GradientWrite::overwrite, GradientWrite::accumulate})
-            bytes = std::max(bytes, onednn_scratchpad_bytes(linear_weight_grad_shape(operands, in, out, rows, write), members));
+        for (GradientWrite write : {GradientWrite::overwrite, GradientWrite::accumulate}) {
+            if (operands == MatmulOperands::f32)
+                bytes = std::max(bytes, onednn_scratchpad_bytes(linear_weight_grad_shape(operands, in, out, rows, write), members));
+            else
+                for_each_weight_grad_part(in, out, rows, members, write, [&](const MatmulShape& part) {
+                    bytes = std::max(bytes, onednn_scratchpad_bytes(part, 1));
+                });
+        }
         if (input_grad)
             bytes = std::max(bytes, onednn_scratchpad_bytes(linear_input_grad_shape(operands, in, out, rows), members));
     }
@@ -57,8 +82,13 @@ void onednn_linear_prepare(OnednnProducts& products, MatmulOperands operands, in
     products.prepare(linear_forward_shape(operands, in, out, rows, bias, bf16_result), members_for(in * out * rows));
     const int members = members_for(backward_work(in, out, rows, weight_grad, input_grad));
     if (weight_grad)
-        for (GradientWrite write : {GradientWrite::overwrite, GradientWrite::accumulate})
-            products.prepare(linear_weight_grad_shape(operands, in, out, rows, write), members);
+        for (GradientWrite write : {GradientWrite::overwrite, GradientWrite::accumulate}) {
+            if (operands == MatmulOperands::f32)
+                products.prepare(linear_weight_grad_shape(operands, in, out, rows, write), members);
+            else
+                for_each_weight_grad_part(in, out, rows, members, write,
+                                          [&](const MatmulShape& part) { products.prepare(part, 1); });
+        }
     if (input_grad) products.prepare(linear_input_grad_shape(operands, in, out, rows), members);
 }
 
@@ -82,7 +112,16 @@ void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, co
     parallel_members(in * out * rows, slice);
 }
 
-int64_t onednn_linear_scratch_floats(int64_t out, int64_t rows) { return out * rows; }
+namespace {
+// bf16 backward scratch: dY's codes, then per member its partial dW and db.
+int64_t codes_floats(int64_t out, int64_t rows) { return (out * rows + 31) / 32 * 16; }
+int64_t partial_floats(int64_t in, int64_t out) { return (out * in + out + 15) / 16 * 16; }
+}  // namespace
+
+int64_t onednn_linear_scratch_floats(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, int threads) {
+    if (operands == MatmulOperands::f32) return out * rows;
+    return codes_floats(out, rows) + std::max(threads, 1) * partial_floats(in, out);
+}
 
 namespace {
 
@@ -119,31 +158,13 @@ inline void transpose_16x16(__m512 r[16]) {
     }
 }
 
-// float_to_bf16 on 16 values at once (round to nearest even, NaNs quieted).
-inline __m256i to_bf16(__m512 v) {
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    const __m512i rounded =
-        _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)),
-                                                  _mm512_set1_epi32(0x7f800000));
-    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
-}
 #pragma GCC diagnostic pop
 #endif
 
-// Columns [first, end) of dY [rows x out] as rows of dY^T [out x rows], fp32 or bf16 codes:
-// 16 x 16 tiles in registers where the build has AVX-512, element by element at the edges
-// (and everywhere without it). With dy16, the same columns' bf16 codes in dY's own layout too,
-// from the same reads.
-template <typename Value>
-void transpose_columns(const float* dy, Value* dy_t, int64_t out, int64_t rows, int64_t first, int64_t end,
-                       uint16_t* dy16 = nullptr) {
-    auto convert = [](float v) {
-        if constexpr (sizeof(Value) == 2) return float_to_bf16(v);
-        else return v;
-    };
+// Columns [first, end) of dY [rows x out] as rows of dY^T [out x rows]: 16 x 16 tiles in
+// registers where the build has AVX-512, element by element at the edges (and everywhere
+// without it).
+void transpose_columns(const float* dy, float* dy_t, int64_t out, int64_t rows, int64_t first, int64_t end) {
     int64_t r0 = 0;
 #if defined(__AVX512F__)
     const int64_t tiled_end = first + (end - first) / 16 * 16;
@@ -151,30 +172,15 @@ void transpose_columns(const float* dy, Value* dy_t, int64_t out, int64_t rows, 
         for (int64_t o = first; o < tiled_end; o += 16) {
             __m512 tile[16];
             for (int i = 0; i < 16; ++i) tile[i] = _mm512_loadu_ps(dy + (r0 + i) * out + o);
-            if (dy16)
-                for (int i = 0; i < 16; ++i)
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dy16 + (r0 + i) * out + o), to_bf16(tile[i]));
             transpose_16x16(tile);
-            for (int j = 0; j < 16; ++j) {
-                Value* into = dy_t + (o + j) * rows + r0;
-                if constexpr (sizeof(Value) == 2)
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(into), to_bf16(tile[j]));
-                else
-                    _mm512_storeu_ps(into, tile[j]);
-            }
+            for (int j = 0; j < 16; ++j) _mm512_storeu_ps(dy_t + (o + j) * rows + r0, tile[j]);
         }
         for (int64_t o = tiled_end; o < end; ++o)
-            for (int64_t r = r0; r < r0 + 16; ++r) {
-                dy_t[o * rows + r] = convert(dy[r * out + o]);
-                if (dy16) dy16[r * out + o] = float_to_bf16(dy[r * out + o]);
-            }
+            for (int64_t r = r0; r < r0 + 16; ++r) dy_t[o * rows + r] = dy[r * out + o];
     }
 #endif
     for (int64_t o = first; o < end; ++o)  // the rows left over
-        for (int64_t r = r0; r < rows; ++r) {
-            dy_t[o * rows + r] = convert(dy[r * out + o]);
-            if (dy16) dy16[r * out + o] = float_to_bf16(dy[r * out + o]);
-        }
+        for (int64_t r = r0; r < rows; ++r) dy_t[o * rows + r] = dy[r * out + o];
 }
 
 }  // namespace
@@ -192,23 +198,17 @@ void onednn_linear_forward_bf16(OnednnProducts& products, const void* x, const v
     parallel_members(in * out * rows, slice);
 }
 
-void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
-                            const float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
-                            int64_t out, int64_t rows, GradientWrite write, float* scratch) {
-    const MatmulShape weight_grad = linear_weight_grad_shape(operands, in, out, rows, write);
-    const MatmulShape input_grad = linear_input_grad_shape(operands, in, out, rows);
-    const bool bf16 = operands == MatmulOperands::bf16;
-    // dY's operands in scratch: dY^T, then (bf16) dY's codes; fp32 dX reads dy itself.
-    auto* dy_t16 = reinterpret_cast<uint16_t*>(scratch);
-    const void* dy_t = bf16 ? static_cast<const void*>(dy_t16) : scratch;
-    uint16_t* dy16 = dy_t16 + out * rows;
-    const void* dy_rows = bf16 ? static_cast<const void*>(dy16) : dy;
+namespace {
+
+// fp32 operands: dW's reduction over rows runs along rows of A in oneDNN's fast kernels, so dY
+// is transposed into scratch first and dW is split by its rows; dX reads dy in place.
+void backward_f32(OnednnProducts& products, const float* x, const float* w, const float* dy, float* grad_weight,
+                  float* grad_bias, float* grad_input, int64_t in, int64_t out, int64_t rows, GradientWrite write,
+                  float* dy_t) {
+    const MatmulShape weight_grad = linear_weight_grad_shape(MatmulOperands::f32, in, out, rows, write);
+    const MatmulShape input_grad = linear_input_grad_shape(MatmulOperands::f32, in, out, rows);
     if (grad_weight)
-        parallel_range(out, rows, [&](int64_t first, int64_t end) {
-            if (bf16) transpose_columns(dy, dy_t16, out, rows, first, end, grad_input ? dy16 : nullptr);
-            else transpose_columns(dy, scratch, out, rows, first, end);
-        });
-    if (bf16 && grad_input && !grad_weight) store_16bit(Precision::bf16, dy, dy16, rows * out);
+        parallel_range(out, rows, [&](int64_t first, int64_t end) { transpose_columns(dy, dy_t, out, rows, first, end); });
     const int64_t work = backward_work(in, out, rows, grad_weight != nullptr, grad_input != nullptr);
     const int members = members_for(work);
     if (grad_weight) products.prepare(weight_grad, members);
@@ -220,25 +220,94 @@ void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, c
             if (grad_bias)  // this member's outputs: sums of dY^T's rows, the values dW multiplied
                 for (int64_t o = slice_row_begin(out, member, count); o < slice_row_begin(out, member + 1, count); ++o) {
                     float sum = 0.0f;
-                    if (bf16) {
-                        const uint16_t* g = dy_t16 + o * rows;
+                    const float* g = dy_t + o * rows;
 #pragma omp simd reduction(+ : sum)
-                        for (int64_t r = 0; r < rows; ++r) sum += bf16_to_float(g[r]);
-                    } else {
-                        const float* g = scratch + o * rows;
-#pragma omp simd reduction(+ : sum)
-                        for (int64_t r = 0; r < rows; ++r) sum += g[r];
-                    }
+                    for (int64_t r = 0; r < rows; ++r) sum += g[r];
                     grad_bias[o] = write == GradientWrite::overwrite ? sum : grad_bias[o] + sum;
                 }
         }
-        if (grad_input) products.run_slice(input_grad, member, count, dy_rows, w, nullptr, grad_input);
+        if (grad_input) products.run_slice(input_grad, member, count, dy, w, nullptr, grad_input);
     };
     if (members == 1) {
         slice(0, 1);
         return;
     }
     parallel_members(work, slice);
+}
+
+// bf16 operands: split by rows of dY, the rows each member rounds into codes itself. Its part
+// of dX is its rows; its part of dW (dY_p^T X_p, dY_p read as a transposed view, which oneDNN's
+// AMX kernels take when the view is dense, as a part of the rows is) is a partial sum, as is
+// its part of db, added up once every member is done. No transpose of dY, and each member
+// only reads the rows it rounded.
+void backward_bf16(OnednnProducts& products, const uint16_t* x, const uint16_t* w, const float* dy, float* grad_weight,
+                   float* grad_bias, float* grad_input, int64_t in, int64_t out, int64_t rows, GradientWrite write,
+                   float* scratch) {
+    auto* dy16 = reinterpret_cast<uint16_t*>(scratch);
+    float* partials = scratch + codes_floats(out, rows);
+    const int64_t partial = partial_floats(in, out);
+    const MatmulShape input_grad = linear_input_grad_shape(MatmulOperands::bf16, in, out, rows);
+    const int64_t work = backward_work(in, out, rows, grad_weight != nullptr, grad_input != nullptr);
+    const int members = members_for(work);
+    if (grad_input) products.prepare(input_grad, members);
+    if (grad_weight)
+        for_each_weight_grad_part(in, out, rows, members, write, [&](const MatmulShape& part) { products.prepare(part, 1); });
+    auto slice = [&](int member, int count) {
+        const int64_t r0 = slice_row_begin(rows, member, count), r1 = slice_row_begin(rows, member + 1, count);
+        if (r1 == r0) return;
+        store_16bit_serial(Precision::bf16, dy + r0 * out, dy16 + r0 * out, (r1 - r0) * out);
+        if (grad_weight) {
+            float* dw = member == 0 ? grad_weight : partials + member * partial;
+            const GradientWrite part_write = member == 0 ? write : GradientWrite::overwrite;
+            products.run(linear_weight_grad_part_shape(in, out, r1 - r0, part_write), member, dy16 + r0 * out,
+                         x + r0 * in, nullptr, dw);
+            if (grad_bias) {  // the column sums of this member's rounded rows
+                float* db = partials + member * partial + out * in;
+                std::fill(db, db + out, 0.0f);
+                for (int64_t r = r0; r < r1; ++r) {
+                    const uint16_t* g = dy16 + r * out;
+#pragma omp simd
+                    for (int64_t o = 0; o < out; ++o) db[o] += bf16_to_float(g[o]);
+                }
+            }
+        }
+        if (grad_input) products.run_slice(input_grad, member, count, dy16, w, nullptr, grad_input);
+    };
+    if (members == 1) slice(0, 1);
+    else parallel_members(work, slice);
+    if (!grad_weight) return;
+    // The members' partial sums, added in member order.
+    auto parts_of = [&](int64_t first, int64_t end) {
+        for (int member = 1; member < members; ++member) {
+            if (slice_row_begin(rows, member + 1, members) == slice_row_begin(rows, member, members)) continue;
+            const float* dw = partials + member * partial;
+#pragma omp simd
+            for (int64_t i = first * in; i < end * in; ++i) grad_weight[i] += dw[i];
+        }
+        if (!grad_bias) return;
+        for (int64_t o = first; o < end; ++o) {
+            float sum = partials[out * in + o];
+            for (int member = 1; member < members; ++member)
+                if (slice_row_begin(rows, member + 1, members) > slice_row_begin(rows, member, members))
+                    sum += partials[member * partial + out * in + o];
+            grad_bias[o] = write == GradientWrite::overwrite ? sum : grad_bias[o] + sum;
+        }
+    };
+    if (members == 1) parts_of(0, out);
+    else parallel_range(out, in * members, parts_of);
+}
+
+}  // namespace
+
+void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
+                            const float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
+                            int64_t out, int64_t rows, GradientWrite write, float* scratch) {
+    if (operands == MatmulOperands::f32)
+        backward_f32(products, static_cast<const float*>(x), static_cast<const float*>(w), dy, grad_weight, grad_bias,
+                     grad_input, in, out, rows, write, scratch);
+    else
+        backward_bf16(products, static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(w), dy, grad_weight,
+                      grad_bias, grad_input, in, out, rows, write, scratch);
 }
 
 }  // namespace trainbench

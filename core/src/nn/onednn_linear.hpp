@@ -38,17 +38,21 @@ void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, co
 void onednn_linear_forward_bf16(OnednnProducts& products, const void* x, const void* w, const float* bias,
                                 uint16_t* y, int64_t in, int64_t out, int64_t rows);
 
-// Scratch floats onednn_linear_backward needs for `rows` rows: dY as its products read it.
-int64_t onednn_linear_scratch_floats(int64_t out, int64_t rows);
-
+// Scratch floats onednn_linear_backward needs for `rows` rows on a team of up to `threads`
+// members: fp32, dY transposed; bf16, dY's codes and each member's partial dW and db.
+int64_t onednn_linear_scratch_floats(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, int threads);
 // dW (+)= dY^T X and db (+)= colsum(dY) when grad_weight is not null, and dX = dY W when
 // grad_input is not null, from dy, the output gradient's fp32 values. bf16 operands round them
 // here (to nearest even, as the products read them; db sums the rounded values), so the caller
-// need not; fp32 operands take them as given (a 16-bit run rounds them first). In scratch, dY is
-// laid out as the products read it: transposed for dW,
-// whose reduction over rows oneDNN's fast kernels only take along a row of A (given dY^T as a
-// strided view, 2.6 falls back to a slower GEMM that allocates its packing buffer on every
-// call), and for bf16 products also as row-major codes for dX.
+// need not; fp32 operands take them as given (a 16-bit run rounds them first).
+// - fp32: dY is transposed into scratch for dW, whose reduction over rows oneDNN's fast kernels
+//   only take along a row of A (given a strided view of dY^T sliced by dW's rows, 2.6 falls
+//   back to a slower GEMM that allocates its packing buffer on every call), and dW is split by
+//   its rows across the team.
+// - bf16: the work is split by rows of dY instead, each member rounding its rows into codes
+//   and computing its rows of dX and a partial dW and db from them; a dense part of dY's rows
+//   read as a transposed view is what the AMX kernels take, so nothing is transposed. The
+//   partial sums are added in member order at the end.
 void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
                             const float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
                             int64_t out, int64_t rows, GradientWrite write, float* scratch);

@@ -206,16 +206,26 @@ void OnednnProducts::run_slice(const MatmulShape& shape, int member, int members
     const MatmulShape slice = slice_of(shape, member, members);
     if (slice.m == 0) return;
     const int64_t row = slice_row_begin(shape.m, member, members);
-    const Primitive& p = find(slice);
+    const char* a_rows = static_cast<const char*>(a) + row * shape.a_row * element_bytes(shape.operands);
+    char* c_rows = static_cast<char*>(c) + row * shape.c_row * (shape.bf16_result ? 2 : 4);
+    execute(find(slice), member, a_rows, b, bias, c_rows);
+}
+
+void OnednnProducts::run(const MatmulShape& shape, int member, const void* a, const void* b, const float* bias,
+                         void* c) const {
+    if (shape.m == 0) return;
+    execute(find(shape), member, a, b, bias, c);
+}
+
+void OnednnProducts::execute(const Primitive& p, int member, const void* a, const void* b, const float* bias,
+                             void* c) const {
     const Primitive::Memories& memory = p.members[static_cast<size_t>(member)];
     auto stream = static_cast<dnnl_stream_t>(streams_[static_cast<size_t>(member)]);
-    const char* a_rows = static_cast<const char*>(a) + row * shape.a_row * element_bytes(shape.operands);
     // One OpenMP thread: the primitive runs on this thread (the worker team is the parallelism).
     omp_set_num_threads(1);
-    check(dnnl_memory_set_data_handle_v2(memory.a, const_cast<char*>(a_rows), stream), "binding A");
+    check(dnnl_memory_set_data_handle_v2(memory.a, const_cast<void*>(a), stream), "binding A");
     check(dnnl_memory_set_data_handle_v2(memory.b, const_cast<void*>(b), stream), "binding B");
-    char* c_rows = static_cast<char*>(c) + row * shape.c_row * (shape.bf16_result ? 2 : 4);
-    check(dnnl_memory_set_data_handle_v2(memory.c, c_rows, stream), "binding C");
+    check(dnnl_memory_set_data_handle_v2(memory.c, c, stream), "binding C");
     dnnl_exec_arg_t args[5];
     int count = 0;
     args[count++] = {DNNL_ARG_SRC, memory.a};

@@ -82,11 +82,15 @@ public:
     // on the calling thread (a WorkerTeam member). a, b, c and bias point at whole matrices.
     void run_slice(const MatmulShape& shape, int member, int members, const void* a, const void* b, const float* bias,
                    void* c) const;
+    // The whole of a product prepared with members = 1, on member `member`'s stream and
+    // scratchpad: for products each member runs on its own operands.
+    void run(const MatmulShape& shape, int member, const void* a, const void* b, const float* bias, void* c) const;
 
 private:
     struct Slice;
     struct Primitive;
     const Primitive& find(const MatmulShape& slice) const;
+    void execute(const Primitive& primitive, int member, const void* a, const void* b, const float* bias, void* c) const;
 
     int members_;
     char* scratchpad_;

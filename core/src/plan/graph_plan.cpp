@@ -368,11 +368,13 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                     const MatmulOperands operands =
                         plan.products == ProductKernel::onednn_bf16 ? MatmulOperands::bf16 : MatmulOperands::f32;
                     plan.scratch_floats = std::max(plan.scratch_floats,
-                                                   onednn_linear_scratch_floats(out, plan.micro_batch * op.rows_per_sample));
-                    plan.onednn_scratchpad_bytes = std::max(
-                        plan.onednn_scratchpad_bytes,
-                        onednn_linear_scratchpad_bytes(operands, in, out, plan.micro_batch * op.rows_per_sample, bias,
-                                                       p.input_grad, plan.threads));
+                                                   onednn_linear_scratch_floats(operands, in, out, plan.micro_batch * op.rows_per_sample,
+                                                                                plan.threads));
+                    for (int64_t n : plan.sample_counts)
+                        plan.onednn_scratchpad_bytes =
+                            std::max(plan.onednn_scratchpad_bytes,
+                                     onednn_linear_scratchpad_bytes(operands, in, out, plan.rows(op, n), bias,
+                                                                    p.input_grad, plan.threads));
                     break;
                 }
                 if (op.kind == OpKind::conv2d)
@@ -465,6 +467,11 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const Pla
     plan.model = model;
     plan.params = make_param_layout(model);
     plan.micro_batch = micro_batch;
+    plan.sample_counts = {micro_batch};
+    for (int64_t n : options.sample_counts)
+        if (n >= 1 && n < micro_batch) plan.sample_counts.push_back(n);
+    std::sort(plan.sample_counts.begin(), plan.sample_counts.end());
+    plan.sample_counts.erase(std::unique(plan.sample_counts.begin(), plan.sample_counts.end()), plan.sample_counts.end());
     plan.threads = options.threads;
     plan.optimizer_slots = optimizer_state_slots(options.optimizer);
     plan.optimizer_shard = shard_of(plan.params.trainable_end, options.shard_rank, options.shard_count);

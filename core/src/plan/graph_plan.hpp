@@ -52,6 +52,9 @@ struct GraphPlan {
     ModelDesc model;
     ParamLayout params;
     int64_t micro_batch = 0;  // samples the buffers hold (training and evaluation)
+    // Every sample count the engine will be given (micro_batch among them): kernels made per
+    // shape (oneDNN's products) are made, and their scratchpads planned, for each.
+    std::vector<int64_t> sample_counts{};
     int threads = 1;
     int optimizer_slots = 0;
     // The slice of the trainable parameters ([0, params.trainable_end)) whose optimizer state
@@ -185,6 +188,8 @@ struct PlanOptions {
     int shard_rank = 0;
     int shard_count = 1;
     bool shard_gradients = false;
+    // The sample counts besides micro_batch the engine will be given (GraphPlan::sample_counts).
+    std::vector<int64_t> sample_counts{};
 };
 
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const PlanOptions& options);

@@ -5,11 +5,44 @@
 #include <thread>
 
 #include "model/build_model.hpp"
+#include "parallel/shard_range.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/processes.hpp"
 #include "trainbench/trainer.hpp"
 
 namespace trainbench {
+
+namespace {
+
+// Every sample count a micro-batch of process `rank` of `ranks` can have in this run, as the
+// micro-batch stream and the evaluation cut them: the global batch and the epoch's last one
+// (this process's share, in step_size parts), the evaluation's chunks, and one window for text
+// samples.
+std::vector<int64_t> sample_counts(const RunConfig& config, const Dataset& data, int64_t micro_batch, int rank,
+                                   int ranks) {
+    std::vector<int64_t> sizes{1};
+    const int64_t global = config.batch_size, samples = data.train.count;
+    for (int64_t batch : {std::min(global, samples), global > 0 ? samples % global : 0}) {
+        if (batch <= 0) continue;
+        const int64_t share = shard_of(batch, rank, ranks).size();
+        const int64_t parts = std::min(config.step_size, shard_of(batch, 0, ranks).size());
+        if (parts > 0 && share > 0) {
+            sizes.push_back(share / parts);
+            if (share % parts != 0) sizes.push_back(share / parts + 1);
+        }
+    }
+    const DataSplit& val = data.validation;
+    const int64_t used = config.eval_samples > 0 ? std::min(config.eval_samples, val.count) : val.count;
+    if (used > 0) {
+        sizes.push_back(std::min(micro_batch, used));
+        if (used % micro_batch != 0) sizes.push_back(used % micro_batch);
+    }
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    return sizes;
+}
+
+}  // namespace
 
 EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch) {
     EngineSpec spec;
@@ -33,6 +66,7 @@ EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_
     spec.shard_count = static_cast<int>(config.processes);
     const ProcessWorld world = process_world();
     spec.shard_rank = world.size == config.processes ? world.rank : 0;
+    spec.sample_counts = sample_counts(config, data, micro_batch, spec.shard_rank, spec.shard_count);
     if (is_cuda_device(config.device)) {
         spec.device_index = cuda_device_index(config.device);
         if (config.preload_device) spec.preload = &data;

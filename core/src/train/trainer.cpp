@@ -15,7 +15,6 @@
 #include "optim/lr_schedule.hpp"
 #include "parallel/collective_timer.hpp"
 #include "parallel/process_group.hpp"
-#include "parallel/shard_range.hpp"
 #include "precision/loss_scaler.hpp"
 #include "train/checkpoint.hpp"
 #include "train/engine_factory.hpp"
@@ -92,33 +91,6 @@ public:
     }
 
 private:
-    // Every sample count a micro-batch of this process can have in this run, as the micro-batch
-    // stream and the evaluation cut them: the global batch and the epoch's last one (this
-    // process's share, in step_size parts), the evaluation's chunks, and one window for text
-    // samples.
-    std::vector<int64_t> micro_batch_sizes() const {
-        std::vector<int64_t> sizes{1};
-        const int64_t global = result_.plan.global_batch, samples = result_.plan.train_samples;
-        for (int64_t batch : {std::min(global, samples), samples % global}) {
-            if (batch <= 0) continue;
-            const int64_t share = shard_of(batch, group_.rank(), group_.size()).size();
-            const int64_t parts = std::min(config_.step_size, shard_of(batch, 0, group_.size()).size());
-            if (parts > 0 && share > 0) {
-                sizes.push_back(share / parts);
-                if (share % parts != 0) sizes.push_back(share / parts + 1);
-            }
-        }
-        const DataSplit& val = data_->validation;
-        const int64_t used = config_.eval_samples > 0 ? std::min(config_.eval_samples, val.count) : val.count;
-        if (used > 0) {
-            sizes.push_back(std::min(result_.plan.micro_batch, used));
-            if (used % result_.plan.micro_batch != 0) sizes.push_back(used % result_.plan.micro_batch);
-        }
-        std::sort(sizes.begin(), sizes.end());
-        sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-        return sizes;
-    }
-
     void prepare() {
         validate(requested_);
         if (requested_.processes != group_.size())
@@ -137,7 +109,6 @@ private:
         config_.step_size = result_.plan.step_size;  // --auto-fit may have raised it
         spec_ = make_engine_spec(config_, *data_, result_.plan.micro_batch);
         engine_ = make_engine(config_, spec_);
-        engine_->prepare_micro_batches(micro_batch_sizes());
         const MeasuredPeak peak = device_peak_flops(config_);
         // Each process computes on threads of its own and MFU counts the whole global batch's
         // FLOPs, so the run's peak is the processes' together.

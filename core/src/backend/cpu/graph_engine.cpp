@@ -68,7 +68,8 @@ GraphPlan plan_for(const EngineSpec& spec) {
                             .products = choose_product_kernel(spec.cpu_products, spec.precision),
                             .shard_rank = sharded ? spec.shard_rank : 0,
                             .shard_count = sharded ? spec.shard_count : 1,
-                            .shard_gradients = spec.zero_stage >= 2});
+                            .shard_gradients = spec.zero_stage >= 2,
+                            .sample_counts = spec.sample_counts});
 }
 
 class GraphEngine final : public ComputeEngine {
@@ -97,32 +98,12 @@ public:
         if (plan_.products != ProductKernel::eigen) {
             void* scratchpads = plan_.onednn_scratchpad_bytes > 0 ? take() : nullptr;
             onednn_ = std::make_unique<OnednnProducts>(plan_.threads, scratchpads, plan_.onednn_scratchpad_bytes);
+            prepare_products();
         }
         std::fill(grads_, grads_ + plan_.gradient_floats(), 0.0f);
         tensors_.assign(plan_.model.tensors.size(), nullptr);
         slots_.assign(plan_.slot_elements.size(), nullptr);
         step_buffers_.reserve(plan_.buffers.size());
-    }
-
-    void prepare_micro_batches(const std::vector<int64_t>& sample_counts) override {
-        if (!onednn_) return;
-        const ModelDesc& m = plan_.model;
-        for (int64_t n : sample_counts) {
-            if (n < 1 || n > plan_.micro_batch) continue;  // begin_micro_batch refuses such batches
-            for (size_t o = 0; o < m.ops.size(); ++o) {
-                const OpDesc& op = m.ops[o];
-                const PackedLinear& p = plan_.packed[o];
-                if (!p.onednn) continue;
-                const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
-                const bool weight_grad = op.kind == OpKind::linear && trainable(op.params[0]) &&
-                                         plan_.grad_offset[static_cast<size_t>(op.outputs[0])] >= 0;
-                const bool has_bias = op.kind == OpKind::linear && op.params.size() > 1;
-                onednn_linear_prepare(*onednn_, onednn_operands(), shape[1], shape[0], plan_.rows(op, n),
-                                      has_bias || op.kind == OpKind::lora_linear, writes_bf16(static_cast<int>(o)),
-                                      weight_grad,
-                                      p.input_grad && plan_.grad_offset[static_cast<size_t>(op.inputs[0])] >= 0);
-            }
-        }
     }
 
     void set_weights(const ModelWeights& weights) override {
@@ -289,6 +270,26 @@ public:
     }
 
 private:
+    // oneDNN's products for every sample count of the plan, made before the first update.
+    void prepare_products() {
+        const ModelDesc& m = plan_.model;
+        for (int64_t n : plan_.sample_counts) {
+            for (size_t o = 0; o < m.ops.size(); ++o) {
+                const OpDesc& op = m.ops[o];
+                const PackedLinear& p = plan_.packed[o];
+                if (!p.onednn) continue;
+                const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
+                const bool weight_grad = op.kind == OpKind::linear && trainable(op.params[0]) &&
+                                         plan_.grad_offset[static_cast<size_t>(op.outputs[0])] >= 0;
+                const bool has_bias = op.kind == OpKind::linear && op.params.size() > 1;
+                onednn_linear_prepare(*onednn_, onednn_operands(), shape[1], shape[0], plan_.rows(op, n),
+                                      has_bias || op.kind == OpKind::lora_linear, writes_bf16(static_cast<int>(o)),
+                                      weight_grad,
+                                      p.input_grad && plan_.grad_offset[static_cast<size_t>(op.inputs[0])] >= 0);
+            }
+        }
+    }
+
     bool sharded() const { return spec_.zero_stage > 0 && spec_.shard_count > 1; }
 
     void materialise_zero_grad() {
