@@ -22,6 +22,7 @@
 #include "nn/embedding.hpp"
 #include "nn/layernorm.hpp"
 #include "nn/loss.hpp"
+#include "nn/onednn_matmul.hpp"
 #include "parallel/worker_team.hpp"
 #include "precision/half_float.hpp"
 #include "trainbench/weights.hpp"
@@ -399,6 +400,71 @@ private slots:
         // one term by a 16-bit step, so the bound is a few fp32 roundings, not one.
         QVERIFY(out_error < 2e-5 && dqkv_error < 2e-5);
         QVERIFY(out_unrounded > 10 * out_error && dqkv_unrounded > 10 * dqkv_error);
+    }
+
+    // bf16 runs with oneDNN's products: a batch element's heads as batched bf16 products over
+    // 16-bit storage, against the fp64 reference from the same rounded operands (P and dS
+    // rounded), as the Eigen path is checked above; and the saved probabilities are P's codes.
+    void onednn_attention_matches_the_rounded_reference_data() {
+        QTest::addColumn<int>("B");
+        QTest::addColumn<int>("T");
+        QTest::addColumn<int>("C");
+        QTest::addColumn<int>("n_head");
+        QTest::addColumn<int>("threads");
+        QTest::newRow("odd-T-70-hs-8-1t") << 2 << 70 << 24 << 3 << 1;
+        QTest::newRow("odd-T-70-hs-8-2t") << 3 << 70 << 24 << 3 << 2;
+        QTest::newRow("gpt-bench-T-128-hs-32-2t") << 3 << 128 << 128 << 4 << 2;
+    }
+    void onednn_attention_matches_the_rounded_reference() {
+        QFETCH(int, B);
+        QFETCH(int, T);
+        QFETCH(int, C);
+        QFETCH(int, n_head);
+        QFETCH(int, threads);
+        if (!onednn_has_native_bf16()) QSKIP("this CPU has neither AMX nor AVX512_BF16: bf16 runs multiply in Eigen");
+        WorkerTeam::shared().resize(threads);
+        const Precision p = Precision::bf16;
+        Floats qkv = random_values(int64_t(B) * T * 3 * C, 31, 2.0f), dout = random_values(int64_t(B) * T * C, 32);
+        round_to_16bit(p, qkv.data(), int64_t(qkv.size()));
+        round_to_16bit(p, dout.data(), int64_t(dout.size()));
+        std::vector<uint16_t> qkv16(qkv.size()), out16(size_t(B) * T * C), att16(size_t(B) * n_head * T * T, 0xffff);
+        store_16bit(p, qkv.data(), qkv16.data(), int64_t(qkv.size()));
+        const int64_t scratchpad = attention_onednn_scratchpad_bytes(T, C, n_head);
+        std::vector<char> scratchpads(size_t(std::max<int64_t>(1, scratchpad * threads)));
+        OnednnProducts products(threads, scratchpads.data(), scratchpad);
+        attention_onednn_prepare(products, T, C, n_head);
+        Floats scratch(attention_onednn_scratch_floats(T, C, n_head, threads)), dqkv = nans(int64_t(B) * T * 3 * C);
+        attention_forward_onednn(products, qkv16.data(), out16.data(), att16.data(), B, T, C, n_head, scratch.data());
+        attention_backward_onednn(products, dout.data(), qkv16.data(), att16.data(), dqkv.data(), B, T, C, n_head,
+                                  scratch.data());
+        Floats out(out16.size()), att(att16.size());
+        load_16bit(p, out16.data(), out.data(), int64_t(out.size()));
+        load_16bit(p, att16.data(), att.data(), int64_t(att.size()));
+        const AttentionReference with = attention_reference(qkv, dout, B, T, C, n_head, p);
+        // P's codes: within a bf16 step of the probabilities fp32 products give, and exactly 0
+        // above the diagonal.
+        Floats out32 = nans(int64_t(B) * T * C), att32 = nans(int64_t(B) * n_head * T * T);
+        attention_forward(qkv.data(), out32.data(), att32.data(), B, T, C, n_head, Precision::fp32);
+        for (int64_t pair = 0; pair < int64_t(B) * n_head; ++pair)
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t j = t + 1; j < T; ++j) QCOMPARE(att16[size_t((pair * T + t) * T + j)], uint16_t{0});
+        QVERIFY(relative_error(att, att32) < 1.0 / 256);
+        // The Eigen path's error on the same operands, for scale: where fp32 and fp64 put a
+        // probability or a dS on either side of a bf16 rounding boundary, a term moves by a bf16
+        // step, which grows with T.
+        std::vector<uint16_t> eigen_out16(out16.size()), eigen_att16(att16.size());
+        Floats eigen_scratch(attention_16bit_scratch_floats(T, C, n_head, threads)), eigen_dqkv = nans(int64_t(dqkv.size()));
+        attention_forward_16bit(p, qkv16.data(), eigen_out16.data(), eigen_att16.data(), B, T, C, n_head,
+                                eigen_scratch.data());
+        attention_backward_16bit(p, dout.data(), qkv16.data(), eigen_att16.data(), eigen_dqkv.data(), B, T, C, n_head,
+                                 eigen_scratch.data());
+        // out is stored in bf16: within a bf16 step; dqkv is fp32, as the Eigen path's.
+        const double out_error = relative_error(out, with.out), dqkv_error = relative_error(dqkv, with.dqkv);
+        const double eigen_dqkv_error = relative_error(eigen_dqkv, with.dqkv);
+        qInfo("out %.3g, dqkv %.3g (the Eigen path's %.3g)", out_error, dqkv_error, eigen_dqkv_error);
+        QVERIFY(out_error < 1.0 / 256);
+        QVERIFY(dqkv_error < std::max(2e-5, 2 * eigen_dqkv_error));
+        WorkerTeam::shared().resize(1);
     }
 
     // ---- Embedding -----------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "parallel/parallel_range.hpp"
+#include "nn/onednn_matmul.hpp"
 #include "nn/vector_exp.hpp"
 #include "precision/half_float.hpp"
 
@@ -50,6 +51,41 @@ double exponentiate(float* a, int64_t n, float max_score) {
 // Keys a softmax row t visits: t + 1 rounded up to 16 (a vector's worth), within the row.
 int64_t padded_keys(int64_t t, int64_t T) { return std::min(T, (t + 16) / 16 * 16); }
 
+// Row t of the causal softmax, its exponentials in place over its scores a: softmax over keys
+// 0..t of a * scale is a[j] * inv_sum, the future keys' exactly 0. Only the first `keys` =
+// padded_keys(t, T) entries are written: the loops run to t + 1 rounded up to 16 keys, the
+// future ones in that stretch taking -inf scores, so that they vectorise without a scalar
+// remainder (the rows are short, t + 1 keys, and those remainders took most of the softmax's
+// time). The caller scales by inv_sum as it stores the row.
+struct SoftmaxRow {
+    int64_t keys;
+    float inv_sum;
+};
+SoftmaxRow causal_exponentials(float* a, int64_t t, int64_t T, float scale) {
+    const int64_t keys = padded_keys(t, T);
+    float max_score = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max_score)
+    for (int64_t j = 0; j < keys; ++j) {
+        a[j] = j <= t ? a[j] * scale : -std::numeric_limits<float>::infinity();
+        max_score = max_score > a[j] ? max_score : a[j];
+    }
+    return {keys, static_cast<float>(1.0 / exponentiate(a, keys, max_score))};
+}
+
+// Row t of the softmax's backward, in place over g (the row of dP) from p (the row of P):
+// g = scale * (p o (g - <p, g>)), over the first padded_keys(t, T) entries (returned), where P
+// is exactly 0 for the future keys, so they add nothing and get 0.
+int64_t causal_softmax_backward_row(const float* p, float* g, int64_t t, int64_t T, float scale) {
+    const int64_t keys = padded_keys(t, T);
+    double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < keys; ++j) dot += static_cast<double>(p[j]) * g[j];
+    const float row_dot = static_cast<float>(dot);
+#pragma omp simd
+    for (int64_t j = 0; j < keys; ++j) g[j] = scale * (p[j] * (g[j] - row_dot));
+    return keys;
+}
+
 // Multiply-adds of one pair's products (the score and value products over the lower triangle).
 int64_t pair_work(const HeadShape& s) { return s.T * (s.T + 1) * s.hs + s.T * s.T; }
 
@@ -62,19 +98,8 @@ void pair_forward(const HeadShape& s, const ConstView& Q, const ConstView& K, co
         const int64_t r1 = std::min(T, r0 + kTile), n = r1 - r0;
         A.block(r0, 0, n, r1).noalias() = Q.middleRows(r0, n) * K.topRows(r1).transpose();
         for (int64_t t = r0; t < r1; ++t) {
-            // softmax over keys 0..t of (q k^T) * scale; future keys get exactly 0. The loops run
-            // to t + 1 rounded up to 16 keys (within the row), the future ones in that stretch
-            // taking -inf scores, so that they vectorise without a scalar remainder: the rows are
-            // short (t + 1 keys), and those remainders took most of the softmax's time.
             float* a = att_pair + t * T;
-            const int64_t keys = padded_keys(t, T);
-            float max_score = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max_score)
-            for (int64_t j = 0; j < keys; ++j) {
-                a[j] = j <= t ? a[j] * s.scale : -std::numeric_limits<float>::infinity();
-                max_score = max_score > a[j] ? max_score : a[j];
-            }
-            const float inv_sum = static_cast<float>(1.0 / exponentiate(a, keys, max_score));
+            const auto [keys, inv_sum] = causal_exponentials(a, t, T, s.scale);
 #pragma omp simd
             for (int64_t j = 0; j < keys; ++j) a[j] *= inv_sum;
             if (s.rounds()) round_to_16bit_serial(s.products, a, keys);
@@ -108,17 +133,9 @@ void pair_backward(const HeadShape& s, const ConstView& Q, const ConstView& K, c
         const int64_t r1 = std::min(T, r0 + kTile), n = r1 - r0;
         G.block(r0, 0, n, r1).noalias() = dY.middleRows(r0, n) * V.topRows(r1).transpose();
         for (int64_t t = r0; t < r1; ++t) {
-            // Padded as in the forward: P is exactly 0 for the future keys, so they add nothing
-            // and get dS = 0 (G is computed up to r1, which the padding never passes).
-            const float* p = att_pair + t * T;
+            // G is computed up to r1, which the padding never passes.
             float* g = G_data + t * T;
-            const int64_t keys = padded_keys(t, T);
-            double dot = 0.0;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t j = 0; j < keys; ++j) dot += static_cast<double>(p[j]) * g[j];
-            const float row_dot = static_cast<float>(dot);
-#pragma omp simd
-            for (int64_t j = 0; j < keys; ++j) g[j] = s.scale * (p[j] * (g[j] - row_dot));
+            const int64_t keys = causal_softmax_backward_row(att_pair + t * T, g, t, T, s.scale);
             if (s.rounds()) round_to_16bit_serial(s.products, g, keys);
             std::fill(g + keys, g + r1, 0.0f);
         }
@@ -349,6 +366,175 @@ void attention_backward_16bit(Precision precision, const float* dout, const uint
                           ConstView(dout + b * T * C + h * hs, T, hs, Eigen::OuterStride<>(C)), p,
                           View(dbase, T, hs, qkv_rows), View(dbase + C, T, hs, qkv_rows),
                           View(dbase + 2 * C, T, hs, qkv_rows), g);
+        }
+    });
+}
+
+// ---- bf16 runs with oneDNN's products: a batch element's heads at a time, each of its six
+// products one batched bf16 product (AMX or AVX512_BF16) over dense per-head copies, since the
+// fast kernels take only dense matrices (a head's columns of qkv, strided, send 2.6 to a
+// slower kernel). The products are square (T x T scores over every key): the causal half they
+// compute and discard costs less than splitting them into tiles would.
+
+namespace {
+
+// One member's scratch: dense q, k, v and dY (or y) codes [n_head x T x hs] each, the scores
+// or dP [n_head x T x T] in fp32, P's or dS's codes [n_head x T x T], and one fp32 result
+// [n_head x T x hs], each 64-byte aligned.
+struct OnednnAttentionScratch {
+    uint16_t *q, *k, *v, *dy, *codes;
+    float *scores, *result;
+};
+
+int64_t aligned_floats(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+int64_t onednn_member_floats(int64_t T, int64_t C, int64_t n_head) {
+    const int64_t head_codes = aligned_floats((T * C + 1) / 2), square = n_head * T * T;
+    return 4 * head_codes + aligned_floats(square) + aligned_floats((square + 1) / 2) + aligned_floats(T * C);
+}
+
+OnednnAttentionScratch member_scratch(float* scratch, int member, int64_t T, int64_t C, int64_t n_head) {
+    float* base = scratch + member * onednn_member_floats(T, C, n_head);
+    const int64_t head_codes = aligned_floats((T * C + 1) / 2), square = n_head * T * T;
+    OnednnAttentionScratch s{};
+    s.q = reinterpret_cast<uint16_t*>(base);
+    s.k = reinterpret_cast<uint16_t*>(base + head_codes);
+    s.v = reinterpret_cast<uint16_t*>(base + 2 * head_codes);
+    s.dy = reinterpret_cast<uint16_t*>(base + 3 * head_codes);
+    s.scores = base + 4 * head_codes;
+    s.codes = reinterpret_cast<uint16_t*>(s.scores + aligned_floats(square));
+    s.result = s.scores + aligned_floats(square) + aligned_floats((square + 1) / 2);
+    return s;
+}
+
+// The six products of one batch element, over dense [n_head x rows x cols] operands.
+struct AttentionProducts {
+    MatmulShape scores, values, grad_scores, grad_values, grad_queries, grad_keys;
+};
+
+AttentionProducts attention_products(int64_t T, int64_t C, int64_t n_head) {
+    const int64_t hs = C / n_head, head = T * hs, square = T * T;
+    auto product = [&](int64_t k, int64_t n, int64_t a_batch, int64_t a_row, int64_t a_col, int64_t b_batch,
+                       int64_t b_row, int64_t b_col) {
+        return MatmulShape{.operands = MatmulOperands::bf16, .m = T, .k = k, .n = n, .a_row = a_row, .a_col = a_col,
+                           .b_row = b_row, .b_col = b_col, .c_row = n, .batch = n_head, .a_batch = a_batch,
+                           .b_batch = b_batch, .c_batch = T * n};
+    };
+    AttentionProducts p;
+    p.scores = product(hs, T, head, hs, 1, head, 1, hs);             // S = Q K^T
+    p.values = product(T, hs, square, T, 1, head, hs, 1);            // Y = P V, rounded to codes
+    p.values.bf16_result = true;
+    p.grad_scores = product(hs, T, head, hs, 1, head, 1, hs);        // dP = dY V^T
+    p.grad_values = product(T, hs, square, 1, T, head, hs, 1);       // dV = P^T dY
+    p.grad_queries = product(T, hs, square, T, 1, head, hs, 1);      // dQ = dS K
+    p.grad_keys = product(T, hs, square, 1, T, head, hs, 1);         // dK = dS^T Q
+    return p;
+}
+
+// n values from `from` to `to`, as a loop the compiler vectorises: a head's row is 32 or 64
+// bytes, and std::copy_n made each a libc call (11% of the attention's time).
+template <class Value>
+inline void copy_row(const Value* from, Value* to, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) to[i] = from[i];
+}
+
+// Batch element b's q, k and v codes from qkv [B*T x 3C] into dense [n_head x T x hs] blocks.
+void gather_heads(const uint16_t* qkv, int64_t b, int64_t T, int64_t C, int64_t n_head, const OnednnAttentionScratch& s) {
+    const int64_t hs = C / n_head;
+    for (int64_t t = 0; t < T; ++t) {
+        const uint16_t* row = qkv + (b * T + t) * 3 * C;
+        for (int64_t h = 0; h < n_head; ++h) {
+            copy_row(row + h * hs, s.q + (h * T + t) * hs, hs);
+            copy_row(row + C + h * hs, s.k + (h * T + t) * hs, hs);
+            copy_row(row + 2 * C + h * hs, s.v + (h * T + t) * hs, hs);
+        }
+    }
+}
+
+// A dense [n_head x T x hs] fp32 result into its part of dqkv (offset 0, C or 2C in each row).
+void scatter_heads(const float* result, float* dqkv, int64_t offset, int64_t b, int64_t T, int64_t C, int64_t n_head) {
+    const int64_t hs = C / n_head;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < n_head; ++h)
+            copy_row(result + (h * T + t) * hs, dqkv + (b * T + t) * 3 * C + offset + h * hs, hs);
+}
+
+}  // namespace
+
+int64_t attention_onednn_scratch_floats(int64_t T, int64_t C, int64_t n_head, int threads) {
+    return static_cast<int64_t>(std::max(threads, 1)) * onednn_member_floats(T, C, n_head);
+}
+
+int64_t attention_onednn_scratchpad_bytes(int64_t T, int64_t C, int64_t n_head) {
+    const AttentionProducts p = attention_products(T, C, n_head);
+    int64_t bytes = 0;
+    for (const MatmulShape& shape : {p.scores, p.values, p.grad_scores, p.grad_values, p.grad_queries, p.grad_keys})
+        bytes = std::max(bytes, onednn_scratchpad_bytes(shape, 1));
+    return bytes;
+}
+
+void attention_onednn_prepare(OnednnProducts& products, int64_t T, int64_t C, int64_t n_head) {
+    const AttentionProducts p = attention_products(T, C, n_head);
+    for (const MatmulShape& shape : {p.scores, p.values, p.grad_scores, p.grad_values, p.grad_queries, p.grad_keys})
+        products.prepare(shape, 1);
+}
+
+void attention_forward_onednn(OnednnProducts& products, const uint16_t* qkv, uint16_t* out, uint16_t* att, int64_t B,
+                              int64_t T, int64_t C, int64_t n_head, float* scratch) {
+    const HeadShape shape = head_shape(T, C, n_head, Precision::bf16);
+    const AttentionProducts p = attention_products(T, C, n_head);
+    const int64_t hs = shape.hs;
+    parallel_members(B * n_head * pair_work(shape), [&](int member, int members) {
+        const OnednnAttentionScratch s = member_scratch(scratch, member, T, C, n_head);
+        for (int64_t b = B * member / members; b < B * (member + 1) / members; ++b) {
+            gather_heads(qkv, b, T, C, n_head, s);
+            products.run(p.scores, member, s.q, s.k, nullptr, s.scores);
+            uint16_t* probabilities = att + b * n_head * T * T;  // the stored P, [n_head x T x T]
+            for (int64_t row = 0; row < n_head * T; ++row) {
+                const float* a = s.scores + row * T;
+                uint16_t* codes = probabilities + row * T;
+                const auto [keys, inv_sum] = causal_exponentials(s.scores + row * T, row % T, T, shape.scale);
+#pragma omp simd
+                for (int64_t j = 0; j < keys; ++j) codes[j] = float_to_bf16(a[j] * inv_sum);
+                std::fill(codes + keys, codes + T, uint16_t{0});
+            }
+            products.run(p.values, member, probabilities, s.v, nullptr, s.dy);
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t h = 0; h < n_head; ++h)
+                    copy_row(s.dy + (h * T + t) * hs, out + (b * T + t) * C + h * hs, hs);
+        }
+    });
+}
+
+void attention_backward_onednn(OnednnProducts& products, const float* dout, const uint16_t* qkv, const uint16_t* att,
+                               float* dqkv, int64_t B, int64_t T, int64_t C, int64_t n_head, float* scratch) {
+    const HeadShape shape = head_shape(T, C, n_head, Precision::bf16);
+    const AttentionProducts p = attention_products(T, C, n_head);
+    const int64_t hs = shape.hs;
+    parallel_members(B * n_head * 2 * pair_work(shape), [&](int member, int members) {
+        const OnednnAttentionScratch s = member_scratch(scratch, member, T, C, n_head);
+        float* p_row = s.result;  // a row of P widened, before the result is needed
+        for (int64_t b = B * member / members; b < B * (member + 1) / members; ++b) {
+            gather_heads(qkv, b, T, C, n_head, s);
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t h = 0; h < n_head; ++h)
+                    store_16bit_serial(Precision::bf16, dout + (b * T + t) * C + h * hs, s.dy + (h * T + t) * hs, hs);
+            const uint16_t* probabilities = att + b * n_head * T * T;
+            products.run(p.grad_scores, member, s.dy, s.v, nullptr, s.scores);
+            for (int64_t row = 0; row < n_head * T; ++row) {
+                load_16bit_serial(Precision::bf16, probabilities + row * T, p_row, T);
+                float* g = s.scores + row * T;
+                const int64_t keys = causal_softmax_backward_row(p_row, g, row % T, T, shape.scale);
+                store_16bit_serial(Precision::bf16, g, s.codes + row * T, keys);
+                std::fill(s.codes + row * T + keys, s.codes + (row + 1) * T, uint16_t{0});
+            }
+            products.run(p.grad_values, member, probabilities, s.dy, nullptr, s.result);
+            scatter_heads(s.result, dqkv, 2 * C, b, T, C, n_head);
+            products.run(p.grad_queries, member, s.codes, s.k, nullptr, s.result);
+            scatter_heads(s.result, dqkv, 0, b, T, C, n_head);
+            products.run(p.grad_keys, member, s.codes, s.q, nullptr, s.result);
+            scatter_heads(s.result, dqkv, C, b, T, C, n_head);
         }
     });
 }

@@ -19,6 +19,8 @@
 
 namespace trainbench {
 
+class OnednnProducts;
+
 // out as above, and att, the softmax probabilities saved for the backward pass. att is written
 // whole: entries above the diagonal (future positions) are exactly 0, as torch's are.
 // Needs no scratch: the scores are computed in att and normalised there.
@@ -46,6 +48,20 @@ void attention_forward_16bit(Precision precision, const uint16_t* qkv, uint16_t*
                              int64_t T, int64_t C, int64_t n_head, float* scratch);
 void attention_backward_16bit(Precision precision, const float* dout, const uint16_t* qkv, const uint16_t* att,
                               float* dqkv, int64_t B, int64_t T, int64_t C, int64_t n_head, float* scratch);
+
+// bf16 runs whose products run in oneDNN (ProductKernel::onednn_bf16): the same as
+// attention_forward_16bit and attention_backward_16bit up to the products' summation order,
+// one batch element at a time per thread, each of its six products one batched bf16 product
+// over all its heads (AMX where the CPU has it). The products are made once
+// (attention_onednn_prepare, before the first update); their scratchpad,
+// attention_onednn_scratchpad_bytes per member, is the OnednnProducts' own.
+int64_t attention_onednn_scratch_floats(int64_t T, int64_t C, int64_t n_head, int threads);
+int64_t attention_onednn_scratchpad_bytes(int64_t T, int64_t C, int64_t n_head);
+void attention_onednn_prepare(OnednnProducts& products, int64_t T, int64_t C, int64_t n_head);
+void attention_forward_onednn(OnednnProducts& products, const uint16_t* qkv, uint16_t* out, uint16_t* att, int64_t B,
+                              int64_t T, int64_t C, int64_t n_head, float* scratch);
+void attention_backward_onednn(OnednnProducts& products, const float* dout, const uint16_t* qkv, const uint16_t* att,
+                               float* dqkv, int64_t B, int64_t T, int64_t C, int64_t n_head, float* scratch);
 
 // --fused off: the same results (up to float rounding) computed as eager PyTorch computes
 // nanoGPT's attention, each op one pass over all of att before the next: the scores q k^T, the

@@ -46,13 +46,25 @@ dnnl_primitive_desc_t describe(const MatmulShape& s) {
     omp_set_num_threads(1);
     const dnnl_data_type_t type = s.operands == MatmulOperands::bf16 ? dnnl_bf16 : dnnl_f32;
     dnnl_memory_desc_t a, b, c, bias;
-    dnnl_dims_t a_dims = {s.m, s.k}, a_strides = {s.a_row, s.a_col};
-    dnnl_dims_t b_dims = {s.k, s.n}, b_strides = {s.b_row, s.b_col};
-    dnnl_dims_t c_dims = {s.m, s.n}, c_strides = {s.c_row, 1};
+    const bool batched = s.batch > 1;
+    if (batched && s.bias) throw std::logic_error("oneDNN: a batched product with a bias");
+    const int dims = batched ? 3 : 2;
+    auto shape_of = [&](int64_t rows, int64_t cols, int64_t batch_stride, int64_t row_stride, int64_t col_stride,
+                        dnnl_dims_t sizes, dnnl_dims_t strides) {
+        const int64_t given_sizes[3] = {s.batch, rows, cols}, given_strides[3] = {batch_stride, row_stride, col_stride};
+        for (int d = 0; d < dims; ++d) {
+            sizes[d] = given_sizes[d + (batched ? 0 : 1)];
+            strides[d] = given_strides[d + (batched ? 0 : 1)];
+        }
+    };
+    dnnl_dims_t a_dims, a_strides, b_dims, b_strides, c_dims, c_strides;
+    shape_of(s.m, s.k, s.a_batch, s.a_row, s.a_col, a_dims, a_strides);
+    shape_of(s.k, s.n, s.b_batch, s.b_row, s.b_col, b_dims, b_strides);
+    shape_of(s.m, s.n, s.c_batch, s.c_row, 1, c_dims, c_strides);
     dnnl_dims_t bias_dims = {1, s.n}, bias_strides = {s.n, 1};
-    check(dnnl_memory_desc_init_by_strides(&a, 2, a_dims, type, a_strides), "describing A");
-    check(dnnl_memory_desc_init_by_strides(&b, 2, b_dims, type, b_strides), "describing B");
-    check(dnnl_memory_desc_init_by_strides(&c, 2, c_dims, s.bf16_result ? dnnl_bf16 : dnnl_f32, c_strides),
+    check(dnnl_memory_desc_init_by_strides(&a, dims, a_dims, type, a_strides), "describing A");
+    check(dnnl_memory_desc_init_by_strides(&b, dims, b_dims, type, b_strides), "describing B");
+    check(dnnl_memory_desc_init_by_strides(&c, dims, c_dims, s.bf16_result ? dnnl_bf16 : dnnl_f32, c_strides),
           "describing C");
     check(dnnl_memory_desc_init_by_strides(&bias, 2, bias_dims, dnnl_f32, bias_strides), "describing the bias");
     dnnl_matmul_desc_t desc;

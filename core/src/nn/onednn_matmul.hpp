@@ -31,13 +31,16 @@ enum class MatmulOperands { f32, bf16 };
 
 // C[m x n] (= or +=) A[m x k] B[k x n] (+ bias[n]): A and B of `operands` type, the bias fp32,
 // accumulation in fp32, C fp32 or (bf16_result) the fp32 sum rounded once to bf16 codes.
-// Element (i, j) of a matrix X sits at x + i * X_row + j * X_col.
+// Element (i, j) of a matrix X sits at x + i * X_row + j * X_col; with batch > 1 there are
+// `batch` such products, the b-th's matrices at x + b * X_batch (oneDNN's fast kernels want
+// each matrix dense, or A dense and transposed).
 struct MatmulShape {
     MatmulOperands operands = MatmulOperands::f32;
     int64_t m = 0, k = 0, n = 0;
     int64_t a_row = 0, a_col = 1;
     int64_t b_row = 0, b_col = 1;
     int64_t c_row = 0;  // C's columns are contiguous
+    int64_t batch = 1, a_batch = 0, b_batch = 0, c_batch = 0;
     bool bias = false;
     bool accumulate = false;
     bool bf16_result = false;

@@ -398,10 +398,14 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / T;
                 // Eager attention's backward holds the gradient of every pair's att at once; the
                 // fused one works a pair at a time, in 16-bit runs on widened copies of its tensors.
-                const int64_t floats = !plan.fused       ? attention_eager_scratch_floats(plan.micro_batch, T, op.heads)
-                                       : plan.sixteen_bit() ? attention_16bit_scratch_floats(T, C, op.heads, plan.threads)
-                                                            : attention_scratch_floats(plan.micro_batch, T, C, op.heads, plan.threads);
+                const int64_t floats = !plan.fused                ? attention_eager_scratch_floats(plan.micro_batch, T, op.heads)
+                                       : plan.attention_in_onednn() ? attention_onednn_scratch_floats(T, C, op.heads, plan.threads)
+                                       : plan.sixteen_bit()         ? attention_16bit_scratch_floats(T, C, op.heads, plan.threads)
+                                                                    : attention_scratch_floats(plan.micro_batch, T, C, op.heads, plan.threads);
                 plan.scratch_floats = std::max(plan.scratch_floats, floats);
+                if (plan.attention_in_onednn())
+                    plan.onednn_scratchpad_bytes =
+                        std::max(plan.onednn_scratchpad_bytes, attention_onednn_scratchpad_bytes(T, C, op.heads));
                 break;
             }
             case OpKind::cross_entropy:

@@ -165,6 +165,9 @@ struct GraphPlan {
         return {begin, begin + model.params[static_cast<size_t>(p)].numel()};
     }
     bool sixteen_bit() const { return precision != Precision::fp32; }
+    // Fused attention in a bf16 run whose products run in oneDNN multiplies in oneDNN too
+    // (attention_forward_onednn); otherwise in Eigen.
+    bool attention_in_onednn() const { return fused && products == ProductKernel::onednn_bf16; }
     // Whether tensor t is stored in 16 bits: in a 16-bit run, all but statistics (LayerNorm's
     // mean and rstd stay fp32, as llm.c keeps them).
     bool stored_16bit(int t) const { return sixteen_bit() && !model.tensors[static_cast<size_t>(t)].statistics; }

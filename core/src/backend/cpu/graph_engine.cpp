@@ -276,6 +276,10 @@ private:
         for (int64_t n : plan_.sample_counts) {
             for (size_t o = 0; o < m.ops.size(); ++o) {
                 const OpDesc& op = m.ops[o];
+                if (op.kind == OpKind::attention && plan_.attention_in_onednn()) {  // per sample: any n
+                    attention_onednn_prepare(*onednn_, op.rows_per_sample, attention_width(op), op.heads);
+                    continue;
+                }
                 const PackedLinear& p = plan_.packed[o];
                 if (!p.onednn) continue;
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
@@ -531,6 +535,10 @@ private:
     }
     // --fused on in a 16-bit run: attention reads and writes its 16-bit tensors itself
     // (attention_forward_16bit), as the planner's stagings assume.
+    // An attention op's width C (its output's features per position).
+    int64_t attention_width(const OpDesc& op) const {
+        return plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+    }
     bool attention_in_storage(const OpDesc& op) const {
         return plan_.fused && plan_.sixteen_bit() && plan_.stored_16bit(op.inputs[0]) &&
                plan_.stored_16bit(op.outputs[0]) && plan_.stored_16bit(op.outputs[1]);
@@ -629,7 +637,12 @@ private:
                 break;
             }
             case OpKind::attention: {
-                const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                const int64_t C = attention_width(op);
+                if (attention_in_storage(op) && plan_.attention_in_onednn()) {
+                    attention_forward_onednn(*onednn_, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[0]),
+                                             tensor_16bit(op.outputs[1]), n, op.rows_per_sample, C, op.heads, scratch_);
+                    return;  // stored
+                }
                 if (attention_in_storage(op)) {
                     attention_forward_16bit(plan_.precision, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[0]),
                                             tensor_16bit(op.outputs[1]), n, op.rows_per_sample, C, op.heads, scratch_);
@@ -795,10 +808,13 @@ private:
                 return;
             }
             case OpKind::attention: {
-                const int64_t C = plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+                const int64_t C = attention_width(op);
                 // As a linear op's: 16-bit products take their output gradient in 16 bits.
                 if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
-                if (attention_in_storage(op))
+                if (attention_in_storage(op) && plan_.attention_in_onednn())
+                    attention_backward_onednn(*onednn_, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
+                                              grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, scratch_);
+                else if (attention_in_storage(op))
                     attention_backward_16bit(plan_.precision, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
                                              grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, scratch_);
                 else if (plan_.fused)
