@@ -4,7 +4,8 @@
 // which is a row-major [rows x features] matrix, and W [out x in] row-major as torch stores it,
 // read in place (no packing by the engine). Operands are fp32, or bf16 codes (the 16-bit
 // activations and the working copy of the weights as they are stored); results, the bias and
-// the gradients are fp32. Each product is split by rows of its result across the worker team.
+// the gradients are fp32. Each product is split by rows of its result across the worker team,
+// except the bf16 weight gradient, split by the rows it sums over (onednn_linear_backward).
 #include <cstdint>
 
 #include "nn/linear.hpp"
