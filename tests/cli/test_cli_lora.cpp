@@ -118,6 +118,9 @@ private slots:
             {small_gpt({"--save-adapters", scratch_.filePath("a.safetensors")}),
              "there are no adapters to save without LoRA; add --model gpt --lora-rank R"},
             {small_gpt({"--lora-rank", "-1"}), "--lora-rank"},
+            {small_gpt({"--lora-rank", "100000"}),
+             "invalid --lora-rank: rank 100000 is more than the adapted matrices can use: each has --n-embd 32 channels "
+             "on one side, which bounds the rank of its update; use --lora-rank 32 or less"},
             {small_gpt({"--lora-rank", "4", "--lora-alpha", "nan"}), "--lora-alpha"},
             {{"train", "--dataset", "spirals", "--lora-rank", "4"}, "LoRA adapts a GPT's attention and MLP layers; use --model gpt"},
         };

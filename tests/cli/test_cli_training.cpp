@@ -239,6 +239,27 @@ private slots:
         QVERIFY2(run.err.contains("cannot write the event stream"), qPrintable(run.err));
         QVERIFY2(!run.out.contains("update "), qPrintable(run.out));
     }
+
+    // A checkpoint folder that cannot be made (here under a plain file) fails before the first
+    // update, not at the first checkpoint; a folder that can is made and left empty of probes.
+    void unwritable_checkpoint_folder_is_one_error_before_training() {
+        QFile blocker(path("a-file"));
+        QVERIFY(blocker.open(QIODevice::WriteOnly));
+        blocker.close();
+        const CliRun run = run_cli({"train", "--dataset", "spirals", "--samples", "300", "--epochs", "3",
+                                    "--checkpoint-every", "1", "--checkpoint-dir", path("a-file/checkpoints")});
+        QVERIFY2(run.exit_code != 0, qPrintable(run.err));
+        QCOMPARE(run.error_lines().size(), 1);
+        QVERIFY2(run.err.contains("cannot write checkpoints to '" + path("a-file/checkpoints") + "'"), qPrintable(run.err));
+        QVERIFY2(run.err.contains("--checkpoint-dir"), qPrintable(run.err));
+        QVERIFY2(!run.out.contains("update "), qPrintable(run.out));
+
+        const CliRun fine = run_cli({"train", "--dataset", "spirals", "--samples", "300", "--epochs", "1",
+                                     "--checkpoint-every", "1000", "--checkpoint-dir", path("new/checkpoints")});
+        QVERIFY2(fine.exit_code == 0, qPrintable(fine.err));
+        QVERIFY(QDir(path("new/checkpoints")).exists());
+        QVERIFY(QDir(path("new/checkpoints")).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot).isEmpty());
+    }
 };
 
 QTEST_APPLESS_MAIN(CliTrainingTest)

@@ -1,6 +1,8 @@
 #include "train/checkpoint.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -29,6 +31,22 @@ const std::string& field(const std::map<std::string, std::string>& metadata, con
 
 std::string checkpoint_path(const std::string& directory) {
     return (std::filesystem::path(directory) / "latest.safetensors").string();
+}
+
+void check_checkpoint_folder(const std::string& directory) {
+    auto refuse = [&](const std::string& why) {
+        throw Error("cannot write checkpoints to '" + directory + "': " + why +
+                        "; choose a folder you can write with --checkpoint-dir",
+                    "checkpoint_dir");
+    };
+    std::error_code error;
+    std::filesystem::create_directories(directory, error);
+    if (error) refuse(error.message());
+    const std::string probe = (std::filesystem::path(directory) / ".trainbench-write-probe").string();
+    std::FILE* file = std::fopen(probe.c_str(), "wb");
+    if (!file) refuse(std::strerror(errno));
+    std::fclose(file);
+    std::remove(probe.c_str());
 }
 
 void write_checkpoint(const std::string& directory, const ComputeEngine& engine, const LoopState& state,

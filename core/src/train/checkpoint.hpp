@@ -26,6 +26,9 @@ struct LoopState {
 };
 
 std::string checkpoint_path(const std::string& directory);
+// Creates `directory` if needed and writes and removes a probe file in it, so that a folder
+// checkpoints cannot be written to is refused before training (Error keyed checkpoint_dir).
+void check_checkpoint_folder(const std::string& directory);
 void write_checkpoint(const std::string& directory, const ComputeEngine& engine, const LoopState& state,
                       const std::string& config_json);
 // Loads weights and optimizer state into `engine` and returns the loop state. Throws Error

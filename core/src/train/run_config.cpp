@@ -418,6 +418,12 @@ void validate(const RunConfig& c) {
             }
             if (c.device != "cpu")
                 reject("lora_rank", "LoRA runs on the CPU engine only for now; use --device cpu or leave out --lora-rank");
+            // Every target maps n_embd channels to 1, 3 or 4 times as many or back, so n_embd is
+            // the largest rank its update B A can have: a higher rank only adds parameters.
+            if (c.lora_rank > c.n_embd)
+                reject("lora_rank", "rank " + std::to_string(c.lora_rank) + " is more than the adapted matrices can use: "
+                                    "each has --n-embd " + std::to_string(c.n_embd) + " channels on one side, which bounds "
+                                    "the rank of its update; use --lora-rank " + std::to_string(c.n_embd) + " or less");
         }
         if (c.n_embd % c.n_head != 0)
             reject("n_head", std::to_string(c.n_head) + " heads do not divide --n-embd " + std::to_string(c.n_embd) +

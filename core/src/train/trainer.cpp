@@ -93,6 +93,8 @@ public:
 private:
     void prepare() {
         validate(requested_);
+        // A folder checkpoints cannot go to fails now, not at the first checkpoint.
+        if (requested_.checkpoint_every > 0 && group_.rank() == 0) check_checkpoint_folder(requested_.checkpoint_dir);
         if (requested_.processes != group_.size())
             throw Error(group_.size() == 1
                             ? "--processes " + std::to_string(requested_.processes) +
