@@ -16,6 +16,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -95,6 +96,43 @@ void write_without_sigpipe(int fd, const std::string& text) {
     pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
+// The complete lines another process appends to a file, as they arrive: the child's event
+// stream, flushed line by line, read while it runs so that the observer sees each update then.
+class AppendedLines {
+public:
+    explicit AppendedLines(std::string path) : path_(std::move(path)) {}
+    ~AppendedLines() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    AppendedLines(const AppendedLines&) = delete;
+    AppendedLines& operator=(const AppendedLines&) = delete;
+
+    // Calls each(line) for every line completed since the last call. writer_done: the writer
+    // has ended, so a last line without its newline is passed on too.
+    template <class Each>
+    void read(Each each, bool writer_done) {
+        if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);  // the child makes it
+        if (fd_ >= 0) {
+            char buffer[1 << 16];
+            ssize_t got = 0;
+            while ((got = ::read(fd_, buffer, sizeof buffer)) > 0) pending_.append(buffer, static_cast<size_t>(got));
+        }
+        size_t begin = 0;
+        for (size_t newline; (newline = pending_.find('\n', begin)) != std::string::npos; begin = newline + 1)
+            each(std::string_view(pending_).substr(begin, newline - begin));
+        pending_.erase(0, begin);
+        if (writer_done && !pending_.empty()) {
+            each(std::string_view(pending_));
+            pending_.clear();
+        }
+    }
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    std::string pending_;
+};
+
 }  // namespace
 
 RunResult run_in_processes(const std::string& cli_program, const RunConfig& config, const Dataset& data,
@@ -141,12 +179,21 @@ RunResult run_in_processes(const std::string& cli_program, const RunConfig& conf
                     std::strerror(spawned) + "; build trainbench-cli");
     }
 
-    // Wait, passing a stop request on once.
+    // Process 0's updates, evaluations and notes, reported as train() would report them here
+    // while the child runs (the plan was reported above), and a stop request passed on once.
+    Observer live = observer;
+    live.on_start = nullptr;
+    RunEventReader events(live);
+    AppendedLines lines(events_path);
+    auto read_events = [&](bool child_done) {
+        lines.read([&](std::string_view line) { events.read_line_of_child(line); }, child_done);
+    };
     int status = 0;
     bool interrupted = false;
     while (true) {
         const pid_t done = ::waitpid(child, &status, WNOHANG);
         if (done == child) break;
+        read_events(false);
         if (done < 0 && errno != EINTR) {
             ::close(control[1]);
             throw Error(std::string("waiting for the child run: ") + std::strerror(errno));
@@ -159,13 +206,7 @@ RunResult run_in_processes(const std::string& cli_program, const RunConfig& conf
     }
     ::close(control[1]);
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    // Process 0's updates, evaluations and notes, as train() would have reported them here; the
-    // plan was reported above.
-    Observer replay = observer;
-    replay.on_start = nullptr;
-    RunEventReader events(replay);
-    std::ifstream stream(events_path);
-    for (std::string line; std::getline(stream, line);) events.read_line_of_child(line);
+    read_events(true);
     const RunPlan plan = result.plan;  // the stream's is the same, measured peak included
     result = child_run_result(events, interrupted, whole_file(errors_path), config.processes, code);
     if (result.plan.global_batch == 0) result.plan = plan;
