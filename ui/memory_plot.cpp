@@ -29,6 +29,14 @@ QString category_label(MemoryCategory category) {
 
 QString mib_text(double bytes) { return QString::number(bytes / kMiB, 'f', bytes < 10 * kMiB ? 2 : 1) + " MiB"; }
 
+// What the stack shows for an update: the bytes held at the moment of its live peak, by
+// category, so that the stack adds up to what was held then (its live part is the "held at
+// once" line) and never passes the run's peak. Sessions saved before that composition was
+// recorded have only each category's own peak within the update; they are stacked as they were.
+const BytesByCategory& stacked_bytes(const MemoryReport& memory) {
+    return sum_bytes(memory.update_peak_held) > 0 ? memory.update_peak_held : memory.update_peak;
+}
+
 }  // namespace
 
 MemoryPlot::MemoryPlot(const RunStore& store, QWidget* parent) : RunPlot(store, parent) {
@@ -104,7 +112,7 @@ void MemoryPlot::appendStack(const RunRecord& run, std::size_t firstStep) {
         xs[i] = step_x(step);
         double level = 0.0;
         for (std::size_t c = 0; c < kStackOrder.size(); ++c) {
-            level += static_cast<double>(step.memory.update_peak_bytes(kStackOrder[c])) / kMiB;
+            level += static_cast<double>(stacked_bytes(step.memory)[static_cast<std::size_t>(kStackOrder[c])]) / kMiB;
             levels[c][i] = level;
         }
     }
@@ -117,7 +125,8 @@ void MemoryPlot::appendStack(const RunRecord& run, std::size_t firstStep) {
     for (std::size_t c = 0; c < kStackOrder.size(); ++c) {
         if (category_used_[c]) continue;
         for (qsizetype i = 0; i < count && !category_used_[c]; ++i)
-            category_used_[c] = run.steps[firstStep + static_cast<std::size_t>(i)].memory.update_peak_bytes(kStackOrder[c]) > 0;
+            category_used_[c] =
+                stacked_bytes(run.steps[firstStep + static_cast<std::size_t>(i)].memory)[static_cast<std::size_t>(kStackOrder[c])] > 0;
         newly_used = newly_used || category_used_[c];
     }
     if (newly_used) updateLegendEntries();
@@ -178,7 +187,7 @@ void MemoryPlot::addPoints(const RunRecord& run, RunCurves& curves, qsizetype fi
     for (qsizetype i = 0; i < count; ++i) {
         const auto& step = run.steps[static_cast<std::size_t>(firstStep + i)];
         xs[i] = step_x(step);
-        totals[i] = static_cast<double>(sum_bytes(step.memory.update_peak)) / kMiB;
+        totals[i] = static_cast<double>(sum_bytes(stacked_bytes(step.memory))) / kMiB;
         curves.bounds.x.add(xs[i]);
         curves.bounds.y.add(totals[i]);
     }
@@ -251,11 +260,11 @@ QString MemoryPlot::describeStep(const RunRecord& run, std::size_t index) const 
     if (run.id == focus_id_) {
         QStringList parts;
         for (auto category : kStackOrder) {
-            const auto bytes = step.memory.update_peak_bytes(category);
+            const auto bytes = stacked_bytes(step.memory)[static_cast<std::size_t>(category)];
             if (bytes > 0) parts << QStringLiteral("%1 %2").arg(category_label(category), mib_text(static_cast<double>(bytes)));
         }
         // The breakdown on a line of its own keeps the hover box narrower than the plot.
-        text += QStringLiteral("<br>&nbsp;&nbsp;&nbsp;") + parts.join(QStringLiteral(", "));
+        text += QStringLiteral("<br>&nbsp;&nbsp;&nbsp;") + tr("then: ") + parts.join(QStringLiteral(", "));
     }
     return text;
 }

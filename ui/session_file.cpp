@@ -22,6 +22,7 @@ const QString kFormatName = QStringLiteral("trainbench-session");
 constexpr std::pair<const char*, BytesByCategory MemoryReport::*> kCategoryArrays[] = {
     {"memory_bytes", &MemoryReport::current},
     {"update_peak_bytes", &MemoryReport::update_peak},
+    {"update_peak_held_bytes", &MemoryReport::update_peak_held},
     {"peak_bytes", &MemoryReport::peak}};
 
 QString category_key(int category) {

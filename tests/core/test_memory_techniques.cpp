@@ -139,6 +139,36 @@ private slots:
         QCOMPARE(emptied.memory.update_peak_bytes(MemoryCategory::activations), kept.memory.update_peak_bytes(MemoryCategory::activations));
     }
 
+    // The composition the app stacks is one moment's: its live part is the update's live peak,
+    // and with the cache on top it never passes the run's peak; each category's own peak within
+    // the update, summed, does (activations peak in the forward, gradients in the backward).
+    void held_at_the_live_peak_adds_up_to_what_was_held() {
+        const auto data = spirals();
+        for (bool checkpointing : {false, true}) {
+            RunConfig config = small_config();
+            config.gradient_checkpointing = checkpointing;
+            config.max_steps = 4;
+            std::vector<StepMetrics> steps;
+            Observer observer;
+            observer.on_update = [&](const StepMetrics& m) { steps.push_back(m); };
+            train(config, observer, nullptr, data);
+            QCOMPARE(steps.size(), size_t{4});
+            for (const StepMetrics& m : steps) {
+                const MemoryReport& memory = m.memory;
+                const int64_t held = sum_bytes(memory.update_peak_held);
+                const int64_t cache = memory.update_peak_held[static_cast<size_t>(MemoryCategory::cache)];
+                QCOMPARE(held - cache, memory.update_live_peak);
+                QVERIFY(held <= memory.reserved_peak);
+                for (int c = 0; c < kMemoryCategoryCount; ++c)
+                    QVERIFY(memory.update_peak_held[static_cast<size_t>(c)] <= memory.update_peak[static_cast<size_t>(c)]);
+                qInfo("update %lld: held at the live peak %lld bytes (cache %lld), run peak %lld, categories' own peaks "
+                      "summed %lld", static_cast<long long>(m.update), static_cast<long long>(held),
+                      static_cast<long long>(cache), static_cast<long long>(memory.reserved_peak),
+                      static_cast<long long>(sum_bytes(memory.update_peak)));
+            }
+        }
+    }
+
     void measured_memory_equals_the_plan() {
         const auto data = spirals();
         RunConfig config = small_config();

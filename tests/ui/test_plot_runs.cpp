@@ -22,6 +22,7 @@
 #include "run_store.hpp"
 #include "runs_table.hpp"
 #include "speed_plot.hpp"
+#include "trainbench/trainer.hpp"
 #include "ui_test_support.hpp"
 
 using namespace trainbench;
@@ -400,6 +401,42 @@ private slots:
 
     // The plots and the table with two language models (step_size 2 and 8), noisy as real runs
     // are, rendered (and saved when TRAINBENCH_SCREENSHOT_DIR is set) to be looked at.
+    // From a real run's measurements: the memory stack of every update adds up to what was
+    // held at one moment, so its top never passes the run's measured peak (the dashed line),
+    // and the top of its live categories is the "held at once" line.
+    void memoryStackNeverPassesTheMeasuredPeak() {
+        RunConfig config = testing::small_config(6);
+        config.step_size = 4;
+        RunPlan plan;
+        std::vector<StepMetrics> steps;
+        Observer observer;
+        observer.on_start = [&](const RunPlan& p) { plan = p; };
+        observer.on_update = [&](const StepMetrics& m) { steps.push_back(m); };
+        const RunResult result = train(config, observer);
+        QVERIFY2(result.reason == StopReason::max_steps, result.message.c_str());
+        RunStore store;
+        PlotArea area(store);
+        const int id = store.addRun(config).id;
+        store.setPlan(id, plan);
+        store.appendMetrics(id, steps, {}, {});
+        MemoryPlot& memory = *area.memoryPlot();
+        QCOMPARE(memory.focusRunId(), id);
+        const int categories = static_cast<int>(MemoryPlot::kStackOrder.size());
+        QCPGraph* top = memory.graph(categories - 1);            // the cache, the stack's top
+        QCPGraph* live_top = memory.graph(categories - 2);       // the workspace, the live part's top
+        QCPGraph* held = memory.graph(categories);               // "held at once"
+        QCPGraph* peak = memory.graph(categories + 1);           // the run's peak, dashed
+        QCOMPARE(top->dataCount(), int(steps.size()));
+        QVERIFY(peak->dataCount() > 0);
+        const double peak_mib = peak->data()->at(0)->value;
+        QCOMPARE(peak_mib, double(steps.back().memory.reserved_peak) / (1024.0 * 1024.0));
+        for (int i = 0; i < top->dataCount(); ++i) {
+            QVERIFY2(top->data()->at(i)->value <= peak_mib * (1 + 1e-12),
+                     qPrintable(QString("update %1: stack %2 MiB, peak %3 MiB").arg(i + 1).arg(top->data()->at(i)->value).arg(peak_mib)));
+            QVERIFY(std::abs(live_top->data()->at(i)->value - held->data()->at(i)->value) < 1e-9);
+        }
+    }
+
     void plotsWithLanguageModel() {
         RunStore store;
         QWidget window;

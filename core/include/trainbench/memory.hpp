@@ -33,6 +33,10 @@ inline int64_t sum_bytes(const BytesByCategory& bytes) {
 struct MemoryReport {
     BytesByCategory current{};      // bytes held now (after the update)
     BytesByCategory update_peak{};  // per category, the most held at any moment of the last update
+    // Per category (cache included), what was held at the moment of the last update's live peak
+    // (update_live_peak): a composition that existed at one moment, unlike update_peak, whose
+    // categories peak at different moments and so add up to more than was ever held.
+    BytesByCategory update_peak_held{};
     BytesByCategory peak{};         // per category, the most held since the run began
     int64_t update_live_peak = 0;   // most live bytes at once during the last update
     int64_t live_peak = 0;          // most live bytes at once since the run began

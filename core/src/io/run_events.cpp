@@ -44,6 +44,7 @@ template <class Memory, class Visit>
 void each_memory_member(Memory& m, Visit&& visit) {
     visit("current", m.current);
     visit("update_peak", m.update_peak);
+    visit("update_peak_held", m.update_peak_held);
     visit("peak", m.peak);
     visit("update_live_peak", m.update_live_peak);
     visit("live_peak", m.live_peak);

@@ -83,6 +83,7 @@ void TrackingArena::release_cache() {
 
 void TrackingArena::begin_update() {
     report_.update_peak = report_.current;
+    report_.update_peak_held = report_.current;
     report_.update_live_peak = report_.live();
 }
 
@@ -102,6 +103,7 @@ void TrackingArena::note_peaks() {
         report_.peak[c] = std::max(report_.peak[c], report_.current[c]);
     }
     const int64_t live = report_.live();
+    if (live > report_.update_live_peak) report_.update_peak_held = report_.current;
     report_.update_live_peak = std::max(report_.update_live_peak, live);
     report_.live_peak = std::max(report_.live_peak, live);
     report_.reserved_peak = std::max(report_.reserved_peak, report_.reserved);

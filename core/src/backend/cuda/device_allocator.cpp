@@ -29,6 +29,7 @@ int64_t DeviceAllocator::reserved_bytes() const { return report_.reserved; }
 
 void DeviceAllocator::begin_update() {
     report_.update_peak = report_.current;
+    report_.update_peak_held = report_.current;
     report_.update_live_peak = report_.live();
 }
 
@@ -39,6 +40,7 @@ void DeviceAllocator::count(MemoryCategory category, int64_t delta) {
     report_.update_peak[index] = std::max(report_.update_peak[index], report_.current[index]);
     report_.peak[index] = std::max(report_.peak[index], report_.current[index]);
     const int64_t live = report_.live();
+    if (live > report_.update_live_peak) report_.update_peak_held = report_.current;
     report_.update_live_peak = std::max(report_.update_live_peak, live);
     report_.live_peak = std::max(report_.live_peak, live);
     report_.reserved_peak = std::max(report_.reserved_peak, report_.reserved);
