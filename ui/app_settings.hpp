@@ -2,6 +2,7 @@
 #include <QSettings>
 #include <memory>
 
+#include "plot_view.hpp"
 #include "trainbench/run_config.hpp"
 
 namespace trainbench::ui {
@@ -17,6 +18,9 @@ public:
     // The configuration saved last, or the defaults when none was saved or it no longer parses.
     RunConfig lastConfig() const;
     void saveConfig(const RunConfig& config);
+    // The plots' view saved last; the defaults for what is missing or out of range.
+    PlotView lastView() const;
+    void saveView(const PlotView& view);
     QSettings& raw() { return *settings_; }
     QString fileName() const { return settings_->fileName(); }
 

@@ -68,6 +68,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
     panel_->setConfig(settings_->lastConfig());
     restoreGeometry(settings_->raw().value(QStringLiteral("window/geometry")).toByteArray());
+    plots_->setView(settings_->lastView());
 
     connect(panel_, &ConfigPanel::validityChanged, this, &MainWindow::updateActions);
     connect(panel_, &ConfigPanel::configChanged, this, &MainWindow::onConfigChanged);
@@ -511,6 +512,7 @@ void MainWindow::importConfig(const QString& path) { panel_->setConfig(load_conf
 
 void MainWindow::closeEvent(QCloseEvent* event) {
     settings_->raw().setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings_->saveView(plots_->view());
     RunConfig config = panel_->config();
     config.resume_dir.clear();
     config.checkpoint_dir.clear();

@@ -174,6 +174,20 @@ void PlotArea::refreshAll() {
         if (plot->isVisible() || plot != loss_scale_) plot->refresh();
 }
 
+PlotView PlotArea::view() const {
+    return {.x_axis = static_cast<XAxisKind>(x_axis_->currentData().toInt()),
+            .smoothing = smoothing_->value() / 100.0,
+            .log_scale_loss = log_y_->isChecked(),
+            .throughput = static_cast<ThroughputUnit>(throughput_->currentData().toInt())};
+}
+
+void PlotArea::setView(const PlotView& view) {
+    setXAxisKind(view.x_axis);
+    setSmoothing(view.smoothing);
+    log_y_->setChecked(view.log_scale_loss);
+    setThroughputUnit(view.throughput);
+}
+
 void PlotArea::setXAxisKind(XAxisKind kind) {
     const int index = x_axis_->findData(static_cast<int>(kind));
     if (index != x_axis_->currentIndex()) {

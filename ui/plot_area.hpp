@@ -1,6 +1,7 @@
 #pragma once
 #include <QWidget>
 
+#include "plot_view.hpp"
 #include "speed_plot.hpp"
 #include "x_axis.hpp"
 
@@ -37,6 +38,9 @@ public:
     // What the speed plot's right axis shows (samples/s, tokens/s, MFU or automatic).
     void setThroughputUnit(ThroughputUnit unit);
     void setFocusRun(int id);
+    // All four controls at once (what the app restores at start and saves at exit).
+    PlotView view() const;
+    void setView(const PlotView& view);
 
 protected:
     void resizeEvent(QResizeEvent* event) override;

@@ -1,6 +1,7 @@
 // The settings panel: derived batching text, validation next to the control, Run gating,
 // presets and restoring the last settings.
 #include <QAction>
+#include <QCheckBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QSlider>
@@ -12,7 +13,9 @@
 #include "config_panel.hpp"
 #include "trainbench/config_fields.hpp"
 #include "trainbench/config_json.hpp"
+#include "app_settings.hpp"
 #include "main_window.hpp"
+#include "plot_area.hpp"
 #include "presets.hpp"
 #include "run_controller.hpp"
 #include "ui_test_support.hpp"
@@ -347,6 +350,40 @@ private slots:
         MainWindow reopened;
         QCOMPARE(reopened.configPanel()->config().step_size, 4);
         QCOMPARE(reopened.configPanel()->config().max_steps, 77);
+    }
+
+    // The plots' controls (x-axis, smoothing, log-scale loss, throughput) as they were left.
+    void plotViewIsRestored() {
+        {
+            MainWindow window;
+            auto* x_axis = window.findChild<QComboBox*>(QStringLiteral("xAxisCombo"));
+            auto* throughput = window.findChild<QComboBox*>(QStringLiteral("throughputCombo"));
+            auto* smoothing = window.findChild<QSlider*>(QStringLiteral("smoothingSlider"));
+            auto* log_y = window.findChild<QCheckBox*>(QStringLiteral("logYCheck"));
+            QVERIFY(x_axis && throughput && smoothing && log_y);
+            QCOMPARE(x_axis->currentText(), QStringLiteral("update"));  // the defaults, first
+            QCOMPARE(throughput->currentText(), QStringLiteral("auto"));
+            x_axis->setCurrentIndex(x_axis->findText(QStringLiteral("wall time")));
+            throughput->setCurrentIndex(throughput->findText(QStringLiteral("MFU %")));
+            smoothing->setValue(85);
+            log_y->setChecked(true);
+            window.close();
+        }
+        MainWindow reopened;
+        QCOMPARE(reopened.findChild<QComboBox*>(QStringLiteral("xAxisCombo"))->currentText(), QStringLiteral("wall time"));
+        QCOMPARE(reopened.findChild<QComboBox*>(QStringLiteral("throughputCombo"))->currentText(), QStringLiteral("MFU %"));
+        QCOMPARE(reopened.findChild<QSlider*>(QStringLiteral("smoothingSlider"))->value(), 85);
+        QVERIFY(reopened.findChild<QCheckBox*>(QStringLiteral("logYCheck"))->isChecked());
+        const PlotView view = reopened.findChild<PlotArea*>()->view();
+        QCOMPARE(view.x_axis, XAxisKind::wall_time);
+        QCOMPARE(view.throughput, ThroughputUnit::mfu);
+        // Settings written by hand or by another version fall back to the defaults.
+        AppSettings settings;
+        settings.raw().setValue(QStringLiteral("view/x_axis"), 17);
+        settings.raw().setValue(QStringLiteral("view/smoothing"), QStringLiteral("lots"));
+        settings.raw().sync();
+        QCOMPARE(settings.lastView().x_axis, XAxisKind::update);
+        QCOMPARE(settings.lastView().smoothing, 0.6);
     }
 };
 
