@@ -11,10 +11,12 @@
 #include <QTableWidget>
 #include <QThread>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <qcustomplot.h>
 
 #include "run_palette.hpp"
+#include "scatter_labels.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench::ui {
@@ -60,6 +62,7 @@ TechniqueComparisonDialog::TechniqueComparisonDialog(const RunConfig& base, std:
     plot_->yAxis->setLabel(tr("peak engine memory (MiB)"));
     plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     plot_->setMinimumHeight(240);
+    connect(plot_, &QCustomPlot::afterLayout, this, &TechniqueComparisonDialog::placeLabels);
 
     auto* splitter = new QSplitter(Qt::Vertical);
     splitter->addWidget(table_);
@@ -153,6 +156,7 @@ void TechniqueComparisonDialog::onRunEnded(int, int, const ComparisonRow& row) {
 void TechniqueComparisonDialog::refreshPlot() {
     plot_->clearGraphs();
     plot_->clearItems();
+    labels_.clear();
     for (std::size_t i = 0; i < rows_.size(); ++i) {
         const auto& row = rows_[i];
         if (!row.ok) continue;
@@ -163,16 +167,51 @@ void TechniqueComparisonDialog::refreshPlot() {
         const double mib = static_cast<double>(row.peak_memory_bytes) / (1024.0 * 1024.0);
         graph->addData(row.median_update_ms, mib);
         auto* label = new QCPItemText(plot_);
-        label->position->setCoords(row.median_update_ms, mib);
-        label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
-        label->setPadding(QMargins(6, 0, 0, 4));
+        label->position->setType(QCPItemPosition::ptAbsolute);  // pixels, set by placeLabels
+        label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        label->setPadding(QMargins(0, 0, 0, 0));
         label->setText(QString::fromStdString(to_string(row.technique)));
         label->setColor(color.darker(140));
+        label->setClipToAxisRect(false);
+        auto* leader = new QCPItemLine(plot_);
+        leader->start->setType(QCPItemPosition::ptAbsolute);
+        leader->end->setType(QCPItemPosition::ptAbsolute);
+        leader->setPen(QPen(color.darker(120), 1));
+        leader->setVisible(false);
+        labels_.push_back({row.median_update_ms, mib, label, leader});
     }
     plot_->rescaleAxes();
     plot_->xAxis->scaleRange(1.25);
     plot_->yAxis->scaleRange(1.25);
     plot_->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void TechniqueComparisonDialog::placeLabels() {
+    if (labels_.empty()) return;
+    std::vector<QPointF> points;
+    std::vector<QSizeF> sizes;
+    for (const PointLabel& label : labels_) {
+        points.emplace_back(plot_->xAxis->coordToPixel(label.x), plot_->yAxis->coordToPixel(label.y));
+        sizes.push_back(QFontMetricsF(label.text->font()).size(0, label.text->text()) + QSizeF(2, 0));
+    }
+    const std::vector<LabelPlacement> placed = place_scatter_labels(points, sizes, plot_->axisRect()->rect(), 5.0);
+    for (std::size_t i = 0; i < labels_.size(); ++i) {
+        const QRectF& box = placed[i].box;
+        labels_[i].text->position->setCoords(box.topLeft());
+        labels_[i].leader->setVisible(placed[i].leader);
+        if (placed[i].leader) {  // from the point to the nearest point of the label's box
+            const QPointF p = points[i];
+            labels_[i].leader->start->setCoords(p);
+            labels_[i].leader->end->setCoords(std::clamp(p.x(), box.left(), box.right()),
+                                              std::clamp(p.y(), box.top(), box.bottom()));
+        }
+    }
+}
+
+void TechniqueComparisonDialog::showRows(std::vector<ComparisonRow> rows) {
+    table_->setRowCount(0);
+    rows_.clear();
+    for (const auto& row : rows) onRunEnded(0, 0, row);
 }
 
 void TechniqueComparisonDialog::onAllDone() {
@@ -187,10 +226,7 @@ void TechniqueComparisonDialog::onAllDone() {
         status_->setText(tr("Measured %n run(s). Changes are relative to the baseline.", nullptr,
                             static_cast<int>(rows_.size())));
     // Rebuild the table from the final rows: changes against the baseline are only known now.
-    table_->setRowCount(0);
-    auto final_rows = std::move(rows_);
-    rows_.clear();
-    for (const auto& row : final_rows) onRunEnded(0, 0, row);
+    showRows(std::move(rows_));
     emit finished();
 }
 

@@ -7,6 +7,8 @@
 #include "trainbench/dataset.hpp"
 #include "trainbench/technique_comparison.hpp"
 
+class QCPItemLine;
+class QCPItemText;
 class QCustomPlot;
 class QLabel;
 class QPushButton;
@@ -29,6 +31,8 @@ public:
     void start();
     bool isRunning() const { return thread_ != nullptr; }
     const std::vector<ComparisonRow>& rows() const { return rows_; }
+    // The table and the plot for `rows`, as they are shown when a comparison has ended.
+    void showRows(std::vector<ComparisonRow> rows);
 
 signals:
     void finished();
@@ -41,6 +45,8 @@ private:
     void onRunEnded(int index, int total, const ComparisonRow& row);
     void onAllDone();
     void refreshPlot();
+    // Places the point labels (ui/scatter_labels.hpp) once the plot's layout is known.
+    void placeLabels();
     void exportTable();
 
     RunConfig base_;
@@ -54,6 +60,12 @@ private:
     QLabel* status_ = nullptr;
     QTableWidget* table_ = nullptr;
     QCustomPlot* plot_ = nullptr;
+    struct PointLabel {
+        double x, y;  // the point, in plot coordinates
+        QCPItemText* text;
+        QCPItemLine* leader;
+    };
+    std::vector<PointLabel> labels_;
     QPushButton* stop_button_ = nullptr;
     QPushButton* export_button_ = nullptr;
 };
