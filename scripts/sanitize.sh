@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sanitizer and fuzzing stages (docs/RELIABILITY.md), each configured, built and run from
-# scratch in its own build folder. .ci/run does not run them: from a cold cache the ASan stage
-# alone takes about twice the CI budget on 2 cores (measured in docs/RELIABILITY.md).
+# scratch in its own build folder. .ci/run runs all three after the README's test command
+# (stage times from a cold cache in docs/RELIABILITY.md).
 #
-#   ./scripts/sanitize.sh asan           AddressSanitizer + UndefinedBehaviorSanitizer (GCC):
-#                                        build the suites, run every test (core, cli, ui offscreen)
-#   ./scripts/sanitize.sh tsan           ThreadSanitizer (GCC), no Qt app: run the core and cli
-#                                        suites (the worker team, the prefetch loader, the stop flag)
+#   ./scripts/sanitize.sh asan           AddressSanitizer + UndefinedBehaviorSanitizer (GCC), no
+#                                        Qt Widgets: build and run the core, cli and mpi suites
+#   ./scripts/sanitize.sh tsan           ThreadSanitizer (GCC), no Qt Widgets: build and run the
+#                                        core suites that run threads (the worker team, the
+#                                        prefetch loader, the stop flag pressed from another thread)
 #   ./scripts/sanitize.sh fuzz [SECONDS] build the libFuzzer harnesses (clang, ASan + UBSan) and run
 #                                        each for SECONDS (default 60) from fuzz/corpus/<harness>
 #
@@ -49,22 +50,26 @@ say() { printf '\n== [%4ds] %s: %s\n' "$SECONDS" "$stage" "$*"; }
 packages=()
 [ "$stage" = fuzz ] && packages=(clang libclang-rt-14-dev libomp-dev)
 
+# The suites ThreadSanitizer runs: those that run the engine's threads (the worker team, the
+# prefetch loader, train() on a thread of its own stopped from another).
+tsan_tests=(core/test_training_threads core/test_accumulation core/test_memory_techniques core/test_gpt_model)
+
 configure_and_build() {
   # -O1 -g: fast enough to run the suites, with line numbers and frames in every report.
   local common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g"
                 -DTRAINBENCH_CUDA=OFF)
-  local target
+  local targets
   case "$stage" in
-    asan) common+=("-DTRAINBENCH_SANITIZE=address,undefined"); target=trainbench_tests ;;
-    tsan) common+=(-DTRAINBENCH_SANITIZE=thread -DTRAINBENCH_GUI=OFF); target=trainbench_tests ;;
+    asan) common+=("-DTRAINBENCH_SANITIZE=address,undefined" -DTRAINBENCH_GUI=OFF); targets=(trainbench_tests) ;;
+    tsan) common+=(-DTRAINBENCH_SANITIZE=thread -DTRAINBENCH_GUI=OFF); targets=("${tsan_tests[@]//\//_}") ;;
     fuzz) common+=(-DCMAKE_CXX_COMPILER=clang++ -DTRAINBENCH_FUZZ=ON -DTRAINBENCH_GUI=OFF
-                   -DTRAINBENCH_TESTS=OFF); target=trainbench_fuzzers ;;
+                   -DTRAINBENCH_TESTS=OFF); targets=(trainbench_fuzzers) ;;
   esac
   prepare_ccache "$build_dir" "$root"
   say "configuring in $build_dir"
   cmake -S "$root" -B "$build_dir" "${common[@]}"
-  say "building $target with $jobs jobs"
-  cmake --build "$build_dir" -j"$jobs" --target "$target"
+  say "building ${targets[*]} with $jobs jobs"
+  cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}"
   say "built"
 }
 
@@ -102,9 +107,12 @@ check_reports() {
 
 run_tests() {
   sanitizer_environment
-  local select=()
-  # TSan: the engine and the CLI; the GUI is not built (Qt itself is not instrumented).
-  [ "$stage" = tsan ] && select=(-R '^(core|cli)/')
+  local select=(-R '^(core|cli|mpi)/')
+  if [ "$stage" = tsan ]; then
+    local joined
+    joined=$(IFS='|'; echo "${tsan_tests[*]}")
+    select=(-R "^($joined)\$")
+  fi
   say "running the tests (one at a time, as setup.sh: each training test uses every core)"
   local status=0
   # shellcheck disable=SC2086 # CTEST_ARGS is a list of words on purpose
