@@ -53,6 +53,8 @@ packages=()
 # The suites ThreadSanitizer runs: those that run the engine's threads (the worker team, the
 # prefetch loader, train() on a thread of its own stopped from another).
 tsan_tests=(core/test_training_threads core/test_accumulation core/test_memory_techniques core/test_gpt_model)
+# The suites whose processes run under mpirun.
+mpi_tests='^(cli/test_cli_processes|cli/test_cli_two_hosts|mpi/.*)$'
 
 configure_and_build() {
   # -O1 -g: fast enough to run the suites, with line numbers and frames in every report.
@@ -115,8 +117,21 @@ run_tests() {
   fi
   say "running the tests (one at a time, as setup.sh: each training test uses every core)"
   local status=0
-  # shellcheck disable=SC2086 # CTEST_ARGS is a list of words on purpose
-  ctest --test-dir "$build_dir" --output-on-failure "${select[@]}" ${CTEST_ARGS:-} || status=$?
+  if [ "$stage" = asan ]; then
+    # The processes these tests start under mpirun end in Open MPI's MPI_Finalize, which
+    # unloads its plugins with memory they still hold: LeakSanitizer then reports leaks it
+    # cannot even name (frames in unloaded modules). Those tests run with leak detection off;
+    # ASan's memory errors and UBSan still stop them.
+    # shellcheck disable=SC2086 # CTEST_ARGS is a list of words on purpose
+    ctest --test-dir "$build_dir" --output-on-failure "${select[@]}" -E "$mpi_tests" ${CTEST_ARGS:-} || status=$?
+    say "the tests that start mpirun, without leak detection (Open MPI's plugins leak at MPI_Finalize)"
+    # shellcheck disable=SC2086
+    ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
+      ctest --test-dir "$build_dir" --output-on-failure -R "$mpi_tests" ${CTEST_ARGS:-} || status=$?
+  else
+    # shellcheck disable=SC2086
+    ctest --test-dir "$build_dir" --output-on-failure "${select[@]}" ${CTEST_ARGS:-} || status=$?
+  fi
   check_reports || status=1
   return $status
 }
