@@ -53,8 +53,8 @@ packages=()
 # The suites ThreadSanitizer runs: those that run the engine's threads (the worker team, the
 # prefetch loader, train() on a thread of its own stopped from another).
 tsan_tests=(core/test_training_threads core/test_accumulation core/test_memory_techniques core/test_gpt_model)
-# The suites whose processes run under mpirun.
-mpi_tests='^(cli/test_cli_processes|cli/test_cli_two_hosts|mpi/.*)$'
+# The suites that start processes under mpirun (the compare tables include rows of 2 processes).
+mpi_tests='^(cli/test_cli_processes|cli/test_cli_two_hosts|cli/test_cli_compare|cli/test_cli_gpt|mpi/.*)$'
 
 configure_and_build() {
   # -O1 -g: fast enough to run the suites, with line numbers and frames in every report.
