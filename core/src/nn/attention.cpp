@@ -99,7 +99,10 @@ void pair_forward(const HeadShape& s, const ConstView& Q, const ConstView& K, co
         A.block(r0, 0, n, r1).noalias() = Q.middleRows(r0, n) * K.topRows(r1).transpose();
         for (int64_t t = r0; t < r1; ++t) {
             float* a = att_pair + t * T;
-            const auto [keys, inv_sum] = causal_exponentials(a, t, T, s.scale);
+            // Plain variables, not a structured binding: clang 14 cannot name one inside omp simd.
+            const SoftmaxRow softmax = causal_exponentials(a, t, T, s.scale);
+            const int64_t keys = softmax.keys;
+            const float inv_sum = softmax.inv_sum;
 #pragma omp simd
             for (int64_t j = 0; j < keys; ++j) a[j] *= inv_sum;
             if (s.rounds()) round_to_16bit_serial(s.products, a, keys);
@@ -494,7 +497,9 @@ void attention_forward_onednn(OnednnProducts& products, const uint16_t* qkv, uin
             for (int64_t row = 0; row < n_head * T; ++row) {
                 const float* a = s.scores + row * T;
                 uint16_t* codes = probabilities + row * T;
-                const auto [keys, inv_sum] = causal_exponentials(s.scores + row * T, row % T, T, shape.scale);
+                const SoftmaxRow softmax = causal_exponentials(s.scores + row * T, row % T, T, shape.scale);
+                const int64_t keys = softmax.keys;
+                const float inv_sum = softmax.inv_sum;
 #pragma omp simd
                 for (int64_t j = 0; j < keys; ++j) codes[j] = float_to_bf16(a[j] * inv_sum);
                 std::fill(codes + keys, codes + T, uint16_t{0});
