@@ -533,12 +533,12 @@ private:
         return bf16_products() && op.kind == OpKind::linear && plan_.fused_with[static_cast<size_t>(o)] < 0 &&
                plan_.stored_16bit(op.outputs[0]);
     }
-    // --fused on in a 16-bit run: attention reads and writes its 16-bit tensors itself
-    // (attention_forward_16bit), as the planner's stagings assume.
     // An attention op's width C (its output's features per position).
     int64_t attention_width(const OpDesc& op) const {
         return plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
     }
+    // --fused on in a 16-bit run: attention reads and writes its 16-bit tensors itself
+    // (attention_forward_16bit, or attention_forward_onednn), as the planner's stagings assume.
     bool attention_in_storage(const OpDesc& op) const {
         return plan_.fused && plan_.sixteen_bit() && plan_.stored_16bit(op.inputs[0]) &&
                plan_.stored_16bit(op.outputs[0]) && plan_.stored_16bit(op.outputs[1]);
