@@ -47,6 +47,12 @@ struct MemoryReport {
     int64_t update_peak_bytes(MemoryCategory c) const { return update_peak[static_cast<int>(c)]; }
     int64_t peak_bytes(MemoryCategory c) const { return peak[static_cast<int>(c)]; }
     int64_t live() const { return reserved - bytes(MemoryCategory::cache); }
+
+    // The allocators' bookkeeping, one rule for both: begin_update starts the per-update peaks
+    // from what is held now; note_peaks, called after every change to `current` and `reserved`,
+    // raises the peaks and keeps the composition of the update's live peak.
+    void begin_update();
+    void note_peaks();
 };
 
 // Resident set size of this process from /proc/self/statm (no heap use); 0 where unavailable.

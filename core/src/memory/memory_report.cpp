@@ -1,11 +1,30 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "trainbench/memory.hpp"
 
 namespace trainbench {
+
+void MemoryReport::begin_update() {
+    update_peak = current;
+    update_peak_held = current;
+    update_live_peak = live();
+}
+
+void MemoryReport::note_peaks() {
+    for (int c = 0; c < kMemoryCategoryCount; ++c) {
+        update_peak[c] = std::max(update_peak[c], current[c]);
+        peak[c] = std::max(peak[c], current[c]);
+    }
+    const int64_t held = live();
+    if (held > update_live_peak) update_peak_held = current;
+    update_live_peak = std::max(update_live_peak, held);
+    live_peak = std::max(live_peak, held);
+    reserved_peak = std::max(reserved_peak, reserved);
+}
 
 std::string_view to_string(MemoryCategory category) {
     switch (category) {

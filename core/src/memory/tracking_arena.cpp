@@ -34,7 +34,7 @@ void* TrackingArena::acquire(MemoryCategory category, int64_t bytes) {
             b.live = true;
             b.category = category;
             count_in(category, size);
-            note_peaks();
+            report_.note_peaks();
             return b.pointer;
         }
     }
@@ -52,7 +52,7 @@ void* TrackingArena::acquire(MemoryCategory category, int64_t bytes) {
     blocks_.push_back({pointer, size, category, true});
     report_.reserved += size;
     count_in(category, size);
-    note_peaks();
+    report_.note_peaks();
     return pointer;
 }
 
@@ -63,7 +63,7 @@ void TrackingArena::release(void* block) {
             b.live = false;
             count_out(b.category, b.bytes);
             count_in(MemoryCategory::cache, b.bytes);
-            note_peaks();  // the cache grew: its peaks (update and run) may be new
+            report_.note_peaks();  // the cache grew: its peaks (update and run) may be new
             return;
         }
     }
@@ -81,11 +81,7 @@ void TrackingArena::release_cache() {
     blocks_.erase(std::remove_if(blocks_.begin(), blocks_.end(), cached), blocks_.end());
 }
 
-void TrackingArena::begin_update() {
-    report_.update_peak = report_.current;
-    report_.update_peak_held = report_.current;
-    report_.update_live_peak = report_.live();
-}
+void TrackingArena::begin_update() { report_.begin_update(); }
 
 MemoryReport TrackingArena::report() const { return report_; }
 
@@ -97,16 +93,5 @@ void TrackingArena::count_out(MemoryCategory category, int64_t bytes) {
     report_.current[idx(category)] -= bytes;
 }
 
-void TrackingArena::note_peaks() {
-    for (int c = 0; c < kMemoryCategoryCount; ++c) {
-        report_.update_peak[c] = std::max(report_.update_peak[c], report_.current[c]);
-        report_.peak[c] = std::max(report_.peak[c], report_.current[c]);
-    }
-    const int64_t live = report_.live();
-    if (live > report_.update_live_peak) report_.update_peak_held = report_.current;
-    report_.update_live_peak = std::max(report_.update_live_peak, live);
-    report_.live_peak = std::max(report_.live_peak, live);
-    report_.reserved_peak = std::max(report_.reserved_peak, report_.reserved);
-}
 
 }  // namespace trainbench

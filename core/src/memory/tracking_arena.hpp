@@ -45,7 +45,6 @@ private:
     };
     void count_in(MemoryCategory category, int64_t bytes);
     void count_out(MemoryCategory category, int64_t bytes);
-    void note_peaks();
 
     int64_t limit_bytes_;
     std::vector<Block> blocks_;  // few (tens of) blocks: a linear scan is cheapest

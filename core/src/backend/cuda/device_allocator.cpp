@@ -27,23 +27,13 @@ int64_t DeviceAllocator::rounded_size(int64_t bytes) {
 
 int64_t DeviceAllocator::reserved_bytes() const { return report_.reserved; }
 
-void DeviceAllocator::begin_update() {
-    report_.update_peak = report_.current;
-    report_.update_peak_held = report_.current;
-    report_.update_live_peak = report_.live();
-}
+void DeviceAllocator::begin_update() { report_.begin_update(); }
 
 void DeviceAllocator::count(MemoryCategory category, int64_t delta) {
     const int index = static_cast<int>(category);
     report_.current[index] += delta;
     report_.reserved = sum_bytes(report_.current);
-    report_.update_peak[index] = std::max(report_.update_peak[index], report_.current[index]);
-    report_.peak[index] = std::max(report_.peak[index], report_.current[index]);
-    const int64_t live = report_.live();
-    if (live > report_.update_live_peak) report_.update_peak_held = report_.current;
-    report_.update_live_peak = std::max(report_.update_live_peak, live);
-    report_.live_peak = std::max(report_.live_peak, live);
-    report_.reserved_peak = std::max(report_.reserved_peak, report_.reserved);
+    report_.note_peaks();
 }
 
 DeviceBlock DeviceAllocator::allocate(int64_t bytes, MemoryCategory category) {
