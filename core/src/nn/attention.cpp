@@ -389,24 +389,35 @@ struct OnednnAttentionScratch {
     float *scores, *result;
 };
 
-int64_t aligned_floats(int64_t floats) { return (floats + 15) / 16 * 16; }
+// Lays one member's scratch out from `base` into `s` and returns its floats; with base null it
+// only counts them (the layout is described here once, for both).
+int64_t lay_out_member(float* base, int64_t T, int64_t C, int64_t n_head, OnednnAttentionScratch& s) {
+    int64_t used = 0;
+    auto take = [&](int64_t floats) {
+        float* at = base ? base + used : nullptr;
+        used += (floats + 15) / 16 * 16;
+        return at;
+    };
+    auto take_codes = [&](int64_t codes) { return reinterpret_cast<uint16_t*>(take((codes + 1) / 2)); };
+    const int64_t square = n_head * T * T;
+    s.q = take_codes(T * C);
+    s.k = take_codes(T * C);
+    s.v = take_codes(T * C);
+    s.dy = take_codes(T * C);
+    s.scores = take(square);
+    s.codes = take_codes(square);
+    s.result = take(T * C);
+    return used;
+}
 
 int64_t onednn_member_floats(int64_t T, int64_t C, int64_t n_head) {
-    const int64_t head_codes = aligned_floats((T * C + 1) / 2), square = n_head * T * T;
-    return 4 * head_codes + aligned_floats(square) + aligned_floats((square + 1) / 2) + aligned_floats(T * C);
+    OnednnAttentionScratch unused{};
+    return lay_out_member(nullptr, T, C, n_head, unused);
 }
 
 OnednnAttentionScratch member_scratch(float* scratch, int member, int64_t T, int64_t C, int64_t n_head) {
-    float* base = scratch + member * onednn_member_floats(T, C, n_head);
-    const int64_t head_codes = aligned_floats((T * C + 1) / 2), square = n_head * T * T;
     OnednnAttentionScratch s{};
-    s.q = reinterpret_cast<uint16_t*>(base);
-    s.k = reinterpret_cast<uint16_t*>(base + head_codes);
-    s.v = reinterpret_cast<uint16_t*>(base + 2 * head_codes);
-    s.dy = reinterpret_cast<uint16_t*>(base + 3 * head_codes);
-    s.scores = base + 4 * head_codes;
-    s.codes = reinterpret_cast<uint16_t*>(s.scores + aligned_floats(square));
-    s.result = s.scores + aligned_floats(square) + aligned_floats((square + 1) / 2);
+    lay_out_member(scratch + member * onednn_member_floats(T, C, n_head), T, C, n_head, s);
     return s;
 }
 
@@ -424,13 +435,13 @@ AttentionProducts attention_products(int64_t T, int64_t C, int64_t n_head) {
                            .b_batch = b_batch, .c_batch = T * n};
     };
     AttentionProducts p;
-    p.scores = product(hs, T, head, hs, 1, head, 1, hs);             // S = Q K^T
-    p.values = product(T, hs, square, T, 1, head, hs, 1);            // Y = P V, rounded to codes
+    p.scores = product(hs, T, head, hs, 1, head, 1, hs);          // S = Q K^T
+    p.grad_queries = product(T, hs, square, T, 1, head, hs, 1);   // dQ = dS K
+    p.grad_values = product(T, hs, square, 1, T, head, hs, 1);    // dV = P^T dY
+    p.grad_scores = p.scores;                                     // dP = dY V^T: S's shape
+    p.grad_keys = p.grad_values;                                  // dK = dS^T Q: dV's shape
+    p.values = p.grad_queries;                                    // Y = P V: dQ's shape, rounded to codes
     p.values.bf16_result = true;
-    p.grad_scores = product(hs, T, head, hs, 1, head, 1, hs);        // dP = dY V^T
-    p.grad_values = product(T, hs, square, 1, T, head, hs, 1);       // dV = P^T dY
-    p.grad_queries = product(T, hs, square, T, 1, head, hs, 1);      // dQ = dS K
-    p.grad_keys = product(T, hs, square, 1, T, head, hs, 1);         // dK = dS^T Q
     return p;
 }
 
@@ -495,9 +506,9 @@ void attention_forward_onednn(OnednnProducts& products, const uint16_t* qkv, uin
             products.run(p.scores, member, s.q, s.k, nullptr, s.scores);
             uint16_t* probabilities = att + b * n_head * T * T;  // the stored P, [n_head x T x T]
             for (int64_t row = 0; row < n_head * T; ++row) {
-                const float* a = s.scores + row * T;
+                float* a = s.scores + row * T;
                 uint16_t* codes = probabilities + row * T;
-                const SoftmaxRow softmax = causal_exponentials(s.scores + row * T, row % T, T, shape.scale);
+                const SoftmaxRow softmax = causal_exponentials(a, row % T, T, shape.scale);
                 const int64_t keys = softmax.keys;
                 const float inv_sum = softmax.inv_sum;
 #pragma omp simd
