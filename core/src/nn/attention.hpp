@@ -54,7 +54,8 @@ void attention_backward_16bit(Precision precision, const float* dout, const uint
 // one batch element at a time per thread, each of its six products one batched bf16 product
 // over all its heads (AMX where the CPU has it). The products are made once
 // (attention_onednn_prepare, before the first update); their scratchpad,
-// attention_onednn_scratchpad_bytes per member, is the OnednnProducts' own.
+// attention_onednn_scratchpad_bytes per member, is the OnednnProducts' own. The backward takes
+// dout unrounded and rounds it to bf16 as it copies each head's rows for its products.
 int64_t attention_onednn_scratch_floats(int64_t T, int64_t C, int64_t n_head, int threads);
 int64_t attention_onednn_scratchpad_bytes(int64_t T, int64_t C, int64_t n_head);
 void attention_onednn_prepare(OnednnProducts& products, int64_t T, int64_t C, int64_t n_head);

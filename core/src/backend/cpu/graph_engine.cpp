@@ -809,9 +809,11 @@ private:
             }
             case OpKind::attention: {
                 const int64_t C = attention_width(op);
-                // As a linear op's: 16-bit products take their output gradient in 16 bits.
-                if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
-                if (attention_in_storage(op) && plan_.attention_in_onednn())
+                // As a linear op's: 16-bit products take their output gradient in 16 bits, rounded
+                // in place here, or by oneDNN's path as it lays the gradient out for its products.
+                const bool in_onednn = attention_in_storage(op) && plan_.attention_in_onednn();
+                if (plan_.sixteen_bit() && !in_onednn) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
+                if (in_onednn)
                     attention_backward_onednn(*onednn_, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
                                               grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, scratch_);
                 else if (attention_in_storage(op))
