@@ -22,6 +22,8 @@
 namespace trainbench::ui {
 namespace {
 
+constexpr double kMarkerSize = 10;  // the points' diameter in pixels, which their labels keep clear of
+
 enum Column { kTechnique, kChange, kClaimFaster, kClaimMemory, kUpdateMs, kTimeChange, kThroughput, kPeak, kPeakChange, kLoss, kColumns };
 
 QString percent(double value) {
@@ -163,7 +165,7 @@ void TechniqueComparisonDialog::refreshPlot() {
         auto* graph = plot_->addGraph();
         const QColor color = run_palette_color(static_cast<int>(i));
         graph->setLineStyle(QCPGraph::lsNone);
-        graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, color, 10));
+        graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, color, kMarkerSize));
         const double mib = static_cast<double>(row.peak_memory_bytes) / (1024.0 * 1024.0);
         graph->addData(row.median_update_ms, mib);
         auto* label = new QCPItemText(plot_);
@@ -194,7 +196,7 @@ void TechniqueComparisonDialog::placeLabels() {
         points.emplace_back(plot_->xAxis->coordToPixel(label.x), plot_->yAxis->coordToPixel(label.y));
         sizes.push_back(QFontMetricsF(label.text->font()).size(0, label.text->text()) + QSizeF(2, 0));
     }
-    const std::vector<LabelPlacement> placed = place_scatter_labels(points, sizes, plot_->axisRect()->rect(), 5.0);
+    const std::vector<LabelPlacement> placed = place_scatter_labels(points, sizes, plot_->axisRect()->rect(), kMarkerSize / 2);
     for (std::size_t i = 0; i < labels_.size(); ++i) {
         const QRectF& box = placed[i].box;
         labels_[i].text->position->setCoords(box.topLeft());
