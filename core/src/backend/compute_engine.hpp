@@ -127,8 +127,10 @@ BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec);
 int64_t plan_cpu_engine_traffic(const EngineSpec& spec, int64_t micro_batches);
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);
 
-#ifdef TRAINBENCH_WITH_CUDA
+// The CUDA engine's planned bytes by category, exactly what it allocates
+// (plan/cuda_device_plan.hpp): computed on the host, in every build, GPU or not.
 BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec);
+#ifdef TRAINBENCH_WITH_CUDA
 std::unique_ptr<ComputeEngine> make_cuda_engine(const EngineSpec& spec);
 #endif
 

@@ -88,12 +88,7 @@ namespace {
 }  // namespace
 
 BytesByCategory plan_engine_memory(const RunConfig& config, const EngineSpec& spec) {
-    if (!is_cuda_device(config.device)) return plan_cpu_engine_memory(spec);
-#ifdef TRAINBENCH_WITH_CUDA
-    return plan_cuda_engine_memory(spec);
-#else
-    no_cuda(config.device);
-#endif
+    return is_cuda_device(config.device) ? plan_cuda_engine_memory(spec) : plan_cpu_engine_memory(spec);
 }
 
 std::unique_ptr<ComputeEngine> make_engine(const RunConfig& config, const EngineSpec& spec) {

@@ -189,7 +189,6 @@ void attention_forward(cublasHandle_t blas, const float* qkv, float* out, float*
     attention_values(blas, qkv, att, out, B, T, C, n_head);
 }
 
-int64_t attention_backward_scratch_floats(int64_t B, int64_t T) { return B * T * T; }
 
 // With P = att, G = d(att) (then scale * dS after the softmax backward):
 //   dV = P^T dY,  G = dY V^T,  dQ = G K,  dK = G^T Q.
@@ -281,18 +280,6 @@ void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, vo
                 at(att, h * T * T, type), T, n_head * T * T, at(out, h * hs, type), type, C, T * C);
 }
 
-namespace {
-// G's floats, rounded up so that dS after it starts 256-byte aligned, as the tensor cores' loads want.
-int64_t g_floats(int64_t B, int64_t T) { return (B * T * T + 63) / 64 * 64; }
-}  // namespace
-
-int64_t attention_16bit_scratch_floats(int64_t B, int64_t T, int64_t n_head) {
-    // The forward's fp32 scores of every head; the backward's G in fp32, then scale * dS in 16
-    // bits, one head at a time. A forward (a checkpointed segment's recompute included) never
-    // runs inside a backward, so they share the space.
-    return std::max(B * n_head * T * T, g_floats(B, T) + (B * T * T + 1) / 2);
-}
-
 void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void* qkv, const void* att, float* dqkv,
                               float* scratch, StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head,
                               cudaStream_t stream) {
@@ -301,7 +288,7 @@ void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void*
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
     const Batched16 product{blas, static_cast<int>(B), type};
     float* G = scratch;            // [B, T, T] fp32: dY V^T of one head
-    void* dS = scratch + g_floats(B, T);  // [B, T, T] 16-bit: scale * dS of that head
+    void* dS = scratch + attention_16bit_g_floats(B, T);  // [B, T, T] 16-bit: scale * dS of that head
     for (int64_t h = 0; h < n_head; ++h) {
         const void* q = at(qkv, h * hs, type);
         const void* k = at(q, C, type);

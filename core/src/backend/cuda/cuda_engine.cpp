@@ -57,150 +57,13 @@
 #include "optim/eager_optimizer.hpp"
 #include "optim/optimizer_state_tensors.hpp"
 #include "optim/optimizer_step.hpp"
+#include "plan/cuda_device_plan.hpp"
 #include "plan/graph_plan.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
 namespace cuda {
 namespace {
-
-constexpr const char* kNoConvolutions =
-    "the CUDA engine has no convolution kernels yet: train the CNN with --device cpu, or use --model mlp on the GPU";
-constexpr const char* kNoLora =
-    "the CUDA engine has no LoRA kernels yet: fine-tune with --device cpu, or leave out --lora-rank on the GPU";
-
-constexpr int64_t kByteAlignment = 256;
-
-int64_t align_up(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
-
-// Appends `bytes` to a block being laid out and returns where they start.
-int64_t take(int64_t& cursor, int64_t bytes) {
-    const int64_t offset = align_up(cursor, kByteAlignment);
-    cursor = offset + bytes;
-    return offset;
-}
-
-// What the device holds for one EngineSpec.
-struct DevicePlan {
-    GraphPlan graph;
-    // Of the activations and the working weights.
-    StorageType storage() const { return storage_type_for(graph.precision); }
-    // Allocation order. Persistent: parameters, [16-bit working copy], gradients, [optimizer
-    // state], [eager optimizer scratch], [preloaded train split], CUDA workspace.
-    // Per micro-batch: the planner's (tokens, tensors, recompute slots, gradient block, kernel
-    // scratch), then the fused attention backward's scratch.
-    std::vector<PlannedBuffer> persistent;
-    std::vector<PlannedBuffer> per_micro_batch;
-
-    // The CUDA workspace block, in bytes from its start.
-    int64_t gemm_workspace_offset = 0;
-    int64_t gemm_workspace_bytes = 0;
-    int64_t norm_partials_offset = 0;  // double[kSumSquaresPartials]
-    int64_t norm_result_offset = 0;    // double
-    int64_t totals_offset = 0;         // double[2]: loss sum, correct count
-    int64_t sample_loss_offset = 0;    // double per loss term
-    int64_t sample_correct_offset = 0; // int32 per loss term
-    int64_t labels_offset = -1;        // int32 per loss term (feature models; token models use the planner's)
-    int64_t targets_offset = -1;       // float per sample (regression)
-    int64_t indices_offset = -1;       // int64 per sample: rows of the preloaded split
-    int64_t workspace_bytes = 0;
-
-    // --preload-device (feature models): the train split, copied once, gathered per micro-batch.
-    // Features as the data set holds them (u8 pixels or fp32 values), then labels or targets.
-    int64_t preload_features_offset = 0;
-    int64_t preload_labels_offset = 0;
-    int64_t preload_bytes = 0;
-
-    int64_t attention_scratch_floats = 0;
-
-    BytesByCategory bytes() const {
-        BytesByCategory total{};
-        for (const auto* list : {&persistent, &per_micro_batch})
-            for (const PlannedBuffer& b : *list)
-                total[static_cast<size_t>(b.category)] += DeviceAllocator::rounded_size(b.bytes);
-        return total;
-    }
-};
-
-DevicePlan make_device_plan(const EngineSpec& spec) {
-    for (const OpDesc& op : spec.model.ops)
-        if (op.kind == OpKind::conv2d || op.kind == OpKind::max_pool) throw Error(kNoConvolutions);
-    for (const OpDesc& op : spec.model.ops)
-        if (op.kind == OpKind::lora_linear) throw Error(kNoLora);
-    DevicePlan plan;
-    // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
-    // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too, and
-    // with --fused off the eager attention's and loss's buffers, which are the same size on
-    // both engines. The planner's fusions are the CPU executor's; this executor runs its own
-    // fused kernels, or with --fused off the eager ones (eager_kernels.hpp), whose optimizer
-    // temporaries the planner also sizes.
-    plan.graph = make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),
-                                 {.threads = 1,
-                                  .optimizer = spec.optimizer,
-                                  .checkpointing = spec.gradient_checkpointing,
-                                  .precision = spec.precision,
-                                  .fused = spec.fused});
-    const GraphPlan& g = plan.graph;
-    const ModelDesc& m = g.model;
-    // The planner's persistent buffers end with the packed weights, and a 16-bit run's
-    // per-micro-batch ones with the weight staging (see the file comment).
-    for (size_t i = 0; i + 1 < g.first_step_buffer; ++i) plan.persistent.push_back(g.buffers[i]);
-    const size_t step_end = g.buffers.size() - (g.sixteen_bit() ? 1 : 0);
-    for (size_t i = g.first_step_buffer; i < step_end; ++i) plan.per_micro_batch.push_back(g.buffers[i]);
-
-    int64_t needed_scratch = 0;
-    for (const OpDesc& op : m.ops) {
-        if (op.kind == OpKind::layernorm) {
-            const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
-            needed_scratch = std::max(needed_scratch, layernorm_backward_scratch_floats_cuda(C));
-        } else if (op.kind == OpKind::attention && spec.fused) {
-            const int64_t floats = g.sixteen_bit()
-                                       ? attention_16bit_scratch_floats(g.micro_batch, op.rows_per_sample, op.heads)
-                                       : attention_backward_scratch_floats(g.micro_batch, op.rows_per_sample);
-            plan.attention_scratch_floats = std::max(plan.attention_scratch_floats, floats);
-        } else if (op.kind == OpKind::attention) {
-            needed_scratch = std::max(needed_scratch, attention_backward_eager_scratch_floats(
-                                                          g.micro_batch, op.rows_per_sample, op.heads));
-        } else if (op.kind == OpKind::cross_entropy && !spec.fused) {
-            needed_scratch = std::max(needed_scratch,
-                                      cross_entropy_eager_scratch_floats(m.classes, g.rows(op, g.micro_batch)));
-        }
-    }
-    if (needed_scratch > g.scratch_floats)
-        throw std::logic_error("CUDA engine: the planner's scratch is smaller than its kernels need");
-    // The fused attention's backward works one head at a time in a scratch of its own.
-    if (plan.attention_scratch_floats > 0)
-        plan.per_micro_batch.push_back({MemoryCategory::workspace, plan.attention_scratch_floats * 4});
-
-    const int64_t loss_terms = g.micro_batch * m.loss_terms_per_sample;
-    int64_t work = 0;
-    plan.gemm_workspace_bytes = static_cast<int64_t>(GemmRunner::kWorkspaceBytes);
-    plan.gemm_workspace_offset = take(work, plan.gemm_workspace_bytes);
-    plan.norm_partials_offset = take(work, kSumSquaresPartials * 8);
-    plan.norm_result_offset = take(work, 8);
-    plan.totals_offset = take(work, 2 * 8);
-    plan.sample_loss_offset = take(work, loss_terms * 8);
-    plan.sample_correct_offset = take(work, loss_terms * 4);
-    if (!m.token_input) {
-        if (m.classes > 0) plan.labels_offset = take(work, loss_terms * 4);
-        else plan.targets_offset = take(work, g.micro_batch * 4);
-    }
-    if (spec.preload != nullptr && !m.token_input && spec.preload->train.count > 0) {
-        const DataSplit& train = spec.preload->train;
-        if (train.features != m.input_per_sample)
-            throw std::logic_error("CUDA engine: the preloaded split's features differ from the model's input");
-        plan.indices_offset = take(work, g.micro_batch * 8);
-        const int64_t values = train.count * train.features;
-        int64_t preload = 0;
-        plan.preload_features_offset = take(preload, train.pixels_u8.empty() ? values * 4 : values);
-        plan.preload_labels_offset = take(preload, train.count * 4);  // int32 labels or fp32 targets
-        plan.preload_bytes = preload;
-        plan.persistent.push_back({MemoryCategory::workspace, plan.preload_bytes});
-    }
-    plan.workspace_bytes = work;
-    plan.persistent.push_back({MemoryCategory::workspace, plan.workspace_bytes});
-    return plan;
-}
 
 void check_device_index(int index) {
     int count = 0;
@@ -305,7 +168,7 @@ public:
         launch.n = layout().count;
         launch.decay_end = layout().decay_end;
         launch.params_16 = params16_;
-        launch.type_16 = plan_.storage();
+        launch.type_16 = storage_type_for(plan_.graph.precision);
         if (!spec_.fused && has_eager_form(spec_.optimizer))
             optimizer_step_eager_device(spec_.optimizer, launch, lr, grad_multiplier, step,
                                         plan_.graph.optimizer_tensors, optimizer_scratch_, stream_);
@@ -543,7 +406,7 @@ private:
 
     // 16-bit runs: the working copy the products read, rounded from the master weights.
     void round_working_weights() {
-        if (params16_ != nullptr) convert_from_f32(params_, params16_, plan_.storage(), layout().count, stream_);
+        if (params16_ != nullptr) convert_from_f32(params_, params16_, storage_type_for(plan_.graph.precision), layout().count, stream_);
     }
 
     void materialise_zero_grad() {
@@ -555,7 +418,7 @@ private:
     // Tensor t's buffer: fp32 values, or 16-bit codes where the plan stores it in 16 bits.
     void* stored(int t) const { return tensors_[static_cast<size_t>(t)]; }
     // The type the products' operands have: the run's 16-bit type, or f32.
-    StorageType products_type() const { return plan_.graph.sixteen_bit() ? plan_.storage() : StorageType::f32; }
+    StorageType products_type() const { return plan_.graph.sixteen_bit() ? storage_type_for(plan_.graph.precision) : StorageType::f32; }
     // --fused on in a 16-bit run: attention multiplies its 16-bit tensors in place on the tensor
     // cores (attention_forward_16bit), with no fp32 copies of them.
     bool on_16bit_operands(const OpDesc& op) const {
@@ -564,14 +427,14 @@ private:
             if (!plan_.graph.stored_16bit(t)) return false;
         return true;
     }
-    StorageType type_of(int t) const { return plan_.graph.stored_16bit(t) ? plan_.storage() : StorageType::f32; }
+    StorageType type_of(int t) const { return plan_.graph.stored_16bit(t) ? storage_type_for(plan_.graph.precision) : StorageType::f32; }
     // The buffer of a tensor stored in fp32 (every tensor in fp32 runs, statistics in 16-bit ones).
     float* tensor(int t) const { return static_cast<float*>(stored(t)); }
     // fp32 values of tensor t for a kernel to read: its buffer, or its 16-bit codes widened into
     // `staging`.
     const float* read(int t, int64_t samples, float* staging) const {
         if (!plan_.graph.stored_16bit(t)) return tensor(t);
-        convert_to_f32(stored(t), plan_.storage(), staging, tensor_count(t, samples), stream_);
+        convert_to_f32(stored(t), storage_type_for(plan_.graph.precision), staging, tensor_count(t, samples), stream_);
         return staging;
     }
     const float* input(const OpDesc& op, size_t k, int64_t samples) const {
@@ -585,7 +448,7 @@ private:
     void store_outputs(const OpDesc& op, int64_t samples) const {
         for (size_t k = 0; k < op.outputs.size(); ++k)
             if (plan_.graph.stored_16bit(op.outputs[k]))
-                convert_from_f32(output_staging_.at(k), stored(op.outputs[k]), plan_.storage(),
+                convert_from_f32(output_staging_.at(k), stored(op.outputs[k]), storage_type_for(plan_.graph.precision),
                                  tensor_count(op.outputs[k], samples), stream_);
     }
     // An output the backward reads again, widened into the staging it was computed in.
@@ -597,7 +460,7 @@ private:
     static bool epilogue_takes(const void* bias) { return reinterpret_cast<uintptr_t>(bias) % 16 == 0; }
     // A parameter's 16-bit working copy (16-bit runs).
     void* working_param(int p) const {
-        return static_cast<char*>(params16_) + layout().offset[static_cast<size_t>(p)] * storage_bytes(plan_.storage());
+        return static_cast<char*>(params16_) + layout().offset[static_cast<size_t>(p)] * storage_bytes(storage_type_for(plan_.graph.precision));
     }
     float* grad(int t) const {
         if (t < 0) return nullptr;
@@ -679,7 +542,7 @@ private:
         float* landing = round_input ? input_staging_[0] : tensor(0);
         TRAINBENCH_CUDA_CHECK(
             cudaMemcpyAsync(landing, host_inputs_, inputs * sizeof(float), cudaMemcpyHostToDevice, stream_));
-        if (round_input) convert_from_f32(landing, stored(0), plan_.storage(), inputs, stream_);
+        if (round_input) convert_from_f32(landing, stored(0), storage_type_for(plan_.graph.precision), inputs, stream_);
         if (classification) {
             labels_ = static_cast<int32_t*>(workspace_at(plan_.labels_offset));
             std::memcpy(host_labels_, batch.labels, terms * sizeof(int32_t));
@@ -854,7 +717,7 @@ private:
                 const bool sixteen = plan_.graph.sixteen_bit();
                 const void* weight = sixteen ? working_param(op.params[0]) : param(op.params[0]);
                 const void* bias = op.params.size() > 1 ? (sixteen ? working_param(op.params[1]) : param(op.params[1])) : nullptr;
-                const cudaDataType_t operands = cuda_data_type(plan_.storage());
+                const cudaDataType_t operands = cuda_data_type(storage_type_for(plan_.graph.precision));
                 const int relu = in_place_relu_after(o);
                 if (relu >= 0) relu_in_epilogue_[static_cast<size_t>(relu)] = false;
                 if (bias != nullptr && epilogue_takes(bias)) {
@@ -877,7 +740,7 @@ private:
                 product.output_type = CUDA_R_32F;
                 run_gemm(*gemm_, product, stream_);
                 if (bias != nullptr)
-                    add_bias(result, StorageType::f32, bias, sixteen ? plan_.storage() : StorageType::f32, out, rows, stream_);
+                    add_bias(result, StorageType::f32, bias, sixteen ? storage_type_for(plan_.graph.precision) : StorageType::f32, out, rows, stream_);
                 break;
             }
             case OpKind::activation:
@@ -908,7 +771,7 @@ private:
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
                 if (on_16bit_operands(op)) {  // reads and writes the 16-bit storage itself
                     attention_forward_16bit(blas_, stored(op.inputs[0]), stored(op.outputs[0]), stored(op.outputs[1]),
-                                            attention_scratch_, plan_.storage(), n, op.rows_per_sample, C, op.heads,
+                                            attention_scratch_, storage_type_for(plan_.graph.precision), n, op.rows_per_sample, C, op.heads,
                                             stream_);
                     return;
                 }
@@ -1014,10 +877,10 @@ private:
                 const bool sixteen = plan_.graph.sixteen_bit();
                 const void* dz = dout;
                 if (sixteen) {
-                    convert_from_f32(dout, output_staging_[0], plan_.storage(), tensor_count(op.outputs[0], n), stream_);
+                    convert_from_f32(dout, output_staging_[0], storage_type_for(plan_.graph.precision), tensor_count(op.outputs[0], n), stream_);
                     dz = output_staging_[0];
                 }
-                const StorageType dz_type = sixteen ? plan_.storage() : StorageType::f32;
+                const StorageType dz_type = sixteen ? storage_type_for(plan_.graph.precision) : StorageType::f32;
                 const cudaDataType_t operands = cuda_data_type(dz_type);
                 run_gemm(*gemm_,
                          linear_weight_grad_product(in, out, rows, stored(op.inputs[0]), dz, param_grad(op.params[0]),
@@ -1066,9 +929,9 @@ private:
                 if (on_16bit_operands(op)) {
                     // The output gradient rounded into output staging 0 (free in the backward), as
                     // for a linear op.
-                    convert_from_f32(dout, output_staging_[0], plan_.storage(), count, stream_);
+                    convert_from_f32(dout, output_staging_[0], storage_type_for(plan_.graph.precision), count, stream_);
                     attention_backward_16bit(blas_, output_staging_[0], stored(op.inputs[0]), stored(op.outputs[1]), dqkv,
-                                             attention_scratch_, plan_.storage(), n, op.rows_per_sample, C, op.heads,
+                                             attention_scratch_, storage_type_for(plan_.graph.precision), n, op.rows_per_sample, C, op.heads,
                                              stream_);
                     return;
                 }
@@ -1150,8 +1013,6 @@ private:
 
 }  // namespace
 }  // namespace cuda
-
-BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec) { return cuda::make_device_plan(spec).bytes(); }
 
 std::unique_ptr<ComputeEngine> make_cuda_engine(const EngineSpec& spec) {
     return std::make_unique<cuda::CudaEngine>(spec);

@@ -20,11 +20,6 @@ DeviceAllocator::~DeviceAllocator() {
     for (void* ptr : owned_) cudaFree(ptr);
 }
 
-int64_t DeviceAllocator::rounded_size(int64_t bytes) {
-    if (bytes <= 0) return 0;
-    return (bytes + kGranularity - 1) / kGranularity * kGranularity;
-}
-
 int64_t DeviceAllocator::reserved_bytes() const { return report_.reserved; }
 
 void DeviceAllocator::begin_update() { report_.begin_update(); }

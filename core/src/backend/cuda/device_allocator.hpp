@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "plan/cuda_buffer_sizes.hpp"
 #include "trainbench/memory.hpp"
 
 namespace trainbench::cuda {
@@ -24,10 +25,9 @@ public:
     DeviceAllocator(const DeviceAllocator&) = delete;
     DeviceAllocator& operator=(const DeviceAllocator&) = delete;
 
-    // cudaMalloc hands out 256-byte aligned blocks; sizes are rounded to this granularity so
-    // that plans (plan_cuda_engine_memory) and real allocations agree to the byte.
-    static constexpr int64_t kGranularity = 512;
-    static int64_t rounded_size(int64_t bytes);
+    // Sizes are rounded as plans round them (plan/cuda_buffer_sizes.hpp), so that plans
+    // (plan_cuda_engine_memory) and real allocations agree to the byte.
+    static int64_t rounded_size(int64_t bytes) { return allocation_bytes(bytes); }
 
     // Reuses a cached block that fits (best fit, at most twice the size), else cudaMalloc.
     // Throws Error when the budget or the device cannot hold it.

@@ -149,7 +149,6 @@ void attention_forward_eager(cublasHandle_t blas, const float* qkv, float* out, 
     attention_values(blas, qkv, att, out, B, T, C, n_head);
 }
 
-int64_t attention_backward_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head) { return B * n_head * T * T; }
 
 void attention_backward_eager(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
                               float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, StorageType products,
@@ -169,7 +168,6 @@ void attention_backward_eager(cublasHandle_t blas, const float* dout, const floa
     attention_query_key_gradients(blas, qkv, G, dqkv, B, T, C, n_head);
 }
 
-int64_t cross_entropy_eager_scratch_floats(int64_t classes, int64_t rows) { return 2 * classes * rows; }
 
 void softmax_cross_entropy_eager(const float* logits, const int32_t* labels, int64_t classes, int64_t rows,
                                  float grad_scale, float* dlogits, double* sample_loss, int32_t* sample_correct,

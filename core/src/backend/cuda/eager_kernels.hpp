@@ -21,15 +21,13 @@ namespace trainbench::cuda {
 // does (the backward's dout arrives rounded).
 void attention_forward_eager(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
                              int64_t C, int64_t n_head, StorageType products, cudaStream_t stream);
-// Floats of scratch attention_backward_eager needs: the gradient of every head's att at once.
-int64_t attention_backward_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head);
+// Scratch: attention_backward_eager_scratch_floats(B, T, n_head) floats (plan/cuda_buffer_sizes.hpp).
 // dqkv overwritten, as attention_backward, through the whole [B, H, T, T] gradient of att.
 void attention_backward_eager(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
                               float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, StorageType products,
                               cudaStream_t stream);
 
-// Floats of scratch softmax_cross_entropy_eager needs: the log-probabilities and their gradient.
-int64_t cross_entropy_eager_scratch_floats(int64_t classes, int64_t rows);
+// Scratch: cross_entropy_eager_scratch_floats(classes, rows) floats (plan/cuda_buffer_sizes.hpp).
 // fp32 logits [rows, classes]: per-row loss and correctness as softmax_cross_entropy, and with
 // dlogits, d(grad_scale * loss)/d(logits) through log_softmax and nll_loss's backwards.
 void softmax_cross_entropy_eager(const float* logits, const int32_t* labels, int64_t classes, int64_t rows,

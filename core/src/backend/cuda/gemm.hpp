@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "plan/cuda_buffer_sizes.hpp"
+
 namespace trainbench::cuda {
 
 enum class GemmEpilogue { none, bias, relu_bias };
@@ -38,7 +40,7 @@ public:
     GemmRunner& operator=(const GemmRunner&) = delete;
 
     void set_workspace(void* workspace, size_t bytes);
-    static constexpr size_t kWorkspaceBytes = 32u << 20;  // what cuBLAS asks for on Hopper
+    static constexpr size_t kWorkspaceBytes = kCublasWorkspaceBytes;
 
     // D = A·B (+ beta·D) with the epilogue. Returns false, having launched nothing, when
     // cuBLASLt has no algorithm for this epilogue and layout; callers then fall back to the

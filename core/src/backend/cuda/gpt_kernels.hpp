@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels.hpp"
+#include "plan/cuda_buffer_sizes.hpp"
 
 namespace trainbench::cuda {
 
@@ -26,9 +27,7 @@ void layernorm_forward(const void* inp, StorageType inp_type, const float* weigh
 void residual_layernorm_forward(const void* a, const void* b, void* sum, StorageType sum_type, const float* weight,
                                 const float* bias, void* out, StorageType out_type, float* mean, float* rstd,
                                 int64_t rows, int64_t C, cudaStream_t stream);
-// Floats of scratch layernorm_backward needs: per fixed chunk of rows, one row of dweight and
-// one of dbias partial sums (the same chunking as the CPU op, layernorm_backward_scratch_floats).
-int64_t layernorm_backward_scratch_floats_cuda(int64_t C);
+// Scratch: layernorm_backward_scratch_floats_cuda(C) floats (plan/cuda_buffer_sizes.hpp).
 // dinp (= or +=) and dweight, dbias (= or +=, summed over rows: per-chunk partials into the
 // scratch, then one thread per column adds the chunks in order). dinp may be null (no input
 // gradient) and may alias dout when it is overwritten.
@@ -42,8 +41,7 @@ void layernorm_backward(const float* dout, const void* inp, StorageType inp_type
 // batched over the B samples) on `blas`, which must be bound to `stream` with a workspace.
 void attention_forward(cublasHandle_t blas, const float* qkv, float* out, float* att, int64_t B, int64_t T,
                        int64_t C, int64_t n_head, cudaStream_t stream);
-// Floats of scratch attention_backward needs: d(att) of one head for all samples, [B, T, T].
-int64_t attention_backward_scratch_floats(int64_t B, int64_t T);
+// Scratch: attention_backward_scratch_floats(B, T) floats (plan/cuda_buffer_sizes.hpp).
 // dqkv [B, T, 3C] overwritten, from dout [B, T, C] and the forward's qkv and att.
 void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
                         float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
@@ -54,9 +52,7 @@ void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv
 // softmax rounds it into att.
 void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, void* att, float* scores,
                              StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
-// Floats of scratch the 16-bit attention needs: the forward's scores, or the backward's d(att)
-// of one head in fp32 and its scale * dS in 16 bits, whichever is larger.
-int64_t attention_16bit_scratch_floats(int64_t B, int64_t T, int64_t n_head);
+// Scratch: attention_16bit_scratch_floats(B, T, n_head) floats (plan/cuda_buffer_sizes.hpp).
 // dqkv [B, T, 3C] (fp32) overwritten, from dout [B, T, C] already rounded to `type` and the
 // forward's 16-bit qkv and att.
 void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void* qkv, const void* att, float* dqkv,

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "plan/cuda_buffer_sizes.hpp"  // kSumSquaresPartials
 #include "trainbench/run_config.hpp"
 
 namespace trainbench::cuda {
@@ -88,7 +89,6 @@ void sum_sample_losses(const double* sample_loss, const int32_t* sample_correct,
                        double* totals, cudaStream_t stream);
 // Two passes: per-block partial sums of squares in double, then one block adds them in order.
 // inf/NaN propagate into the result.
-constexpr int kSumSquaresPartials = 512;
 void sum_of_squares(const float* values, int64_t n, double* partials /*kSumSquaresPartials*/,
                     double* result, cudaStream_t stream);
 

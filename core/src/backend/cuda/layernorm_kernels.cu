@@ -16,7 +16,7 @@ constexpr int kRowsPerBlock = 8;  // one warp per row
 constexpr int kColumnThreads = 256;
 // As nn/layernorm.cpp's kRowChunks, so the planner's scratch (layernorm_backward_scratch_floats)
 // holds the partial sums.
-constexpr int64_t kRowChunks = 64;
+constexpr int64_t kRowChunks = kLayerNormRowChunks;
 
 // The rest of a row's LayerNorm once each lane has summed its elements of x (lane, lane + 32, ...)
 // into `sum`: the mean and rstd (statistics in double) and y = (x - mean) * rstd * weight + bias.
@@ -175,7 +175,6 @@ void residual_layernorm_forward(const void* a, const void* b, void* sum, Storage
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }
 
-int64_t layernorm_backward_scratch_floats_cuda(int64_t C) { return kRowChunks * 2 * C; }
 
 void layernorm_backward(const float* dout, const void* inp, StorageType inp_type, const float* weight,
                         const float* mean, const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows,

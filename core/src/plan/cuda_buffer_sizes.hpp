@@ -1,0 +1,48 @@
+#pragma once
+// The sizes of what the CUDA engine allocates besides the planner's tensors, as plain C++ so
+// that a build without CUDA can plan a GPU run (`trainbench-cli plan --device cuda`). The CUDA
+// kernels size and index their scratch with these same functions.
+#include <algorithm>
+#include <cstdint>
+
+namespace trainbench::cuda {
+
+// cudaMalloc hands out 256-byte aligned blocks; the engine's allocator rounds every block to
+// this granularity, so that plans and real allocations agree to the byte.
+inline constexpr int64_t kAllocationGranularity = 512;
+inline int64_t allocation_bytes(int64_t bytes) {
+    return bytes <= 0 ? 0 : (bytes + kAllocationGranularity - 1) / kAllocationGranularity * kAllocationGranularity;
+}
+
+// The cuBLASLt workspace: what cuBLAS asks for on Hopper.
+inline constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
+
+// The gradient norm's first pass: per-block partial sums of squares (double), added in order.
+inline constexpr int kSumSquaresPartials = 512;
+
+// The LayerNorm backward sums its weight and bias gradients per fixed chunk of rows, as
+// nn/layernorm.cpp does: one row of dweight and one of dbias partial sums per chunk.
+inline constexpr int64_t kLayerNormRowChunks = 64;
+inline int64_t layernorm_backward_scratch_floats_cuda(int64_t C) { return kLayerNormRowChunks * 2 * C; }
+
+// attention_backward (fp32): d(att) of one head for all samples, [B, T, T].
+inline int64_t attention_backward_scratch_floats(int64_t B, int64_t T) { return B * T * T; }
+
+// The 16-bit attention backward's G ([B, T, T] fp32, dY V^T of one head), rounded up so that
+// scale * dS after it starts 256-byte aligned, as the tensor cores' loads want.
+inline int64_t attention_16bit_g_floats(int64_t B, int64_t T) { return (B * T * T + 63) / 64 * 64; }
+// The 16-bit attention: the forward's fp32 scores of every head, or the backward's G, then
+// scale * dS in 16 bits, one head at a time. A forward (a checkpointed segment's recompute
+// included) never runs inside a backward, so they share the space.
+inline int64_t attention_16bit_scratch_floats(int64_t B, int64_t T, int64_t n_head) {
+    return std::max(B * n_head * T * T, attention_16bit_g_floats(B, T) + (B * T * T + 1) / 2);
+}
+
+// --fused off: attention_backward_eager holds the gradient of every head's att at once.
+inline int64_t attention_backward_eager_scratch_floats(int64_t B, int64_t T, int64_t n_head) {
+    return B * n_head * T * T;
+}
+// --fused off: softmax_cross_entropy_eager's log-probabilities and their gradient.
+inline int64_t cross_entropy_eager_scratch_floats(int64_t classes, int64_t rows) { return 2 * classes * rows; }
+
+}  // namespace trainbench::cuda
