@@ -52,7 +52,7 @@ int run_cli(int argc, char** argv) {
     using namespace trainbench::cli;
     CLI::App app{"TrainBench: train small networks and measure speed and memory", kProgram};
     app.require_subcommand(1);
-    std::vector<Command> commands = {add_train_command(app), add_compare_command(app),
+    std::vector<Command> commands = {add_train_command(app), add_plan_command(app), add_compare_command(app),
                                      add_devices_command(app)};
 
     try {

@@ -17,5 +17,6 @@ struct Command {
 Command add_train_command(CLI::App& parent);
 Command add_compare_command(CLI::App& parent);
 Command add_devices_command(CLI::App& parent);
+Command add_plan_command(CLI::App& parent);
 
 }  // namespace trainbench::cli

@@ -52,6 +52,16 @@ std::string flag_help(const ConfigField& field, RunFlags::Scope scope) {
     return field.help.empty() ? help : help + " (" + field.help + ")";
 }
 
+bool in_scope(const ConfigField& field, RunFlags::Scope scope) {
+    switch (scope) {
+        case RunFlags::Scope::train: return true;
+        case RunFlags::Scope::compare: return !field.train_only;
+        // The run's files (weights, metrics, checkpoints) change nothing in its plan.
+        case RunFlags::Scope::plan: return !field.train_only || field.group != "Files";
+    }
+    return false;
+}
+
 }  // namespace
 
 template <class Value, class Apply>
@@ -114,7 +124,7 @@ RunFlags::RunFlags(CLI::App& command, Scope scope) {
     config_option_ = command.add_option("--config", config_path_,
                                         "JSON file with run settings (flags given override it)");
     for (const ConfigField& field : config_fields()) {
-        if (field.flag.empty() || (field.train_only && scope != Scope::train)) continue;
+        if (field.flag.empty() || !in_scope(field, scope)) continue;
         add_field_flag(command, field, flag_help(field, scope));
         if (field.key == "model") model_option_ = overrides_.back().option;
     }

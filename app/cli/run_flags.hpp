@@ -19,6 +19,7 @@ public:
     enum class Scope {
         train,    // every flag, file outputs and checkpoints included
         compare,  // no per-run outputs; --empty-cache-steps belongs to the comparison itself
+        plan,     // every flag that shapes the run's memory; no output files, checkpoints or resume
     };
     RunFlags(CLI::App& command, Scope scope);
 

@@ -1,6 +1,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace trainbench {
@@ -21,6 +22,8 @@ inline constexpr int kMemoryCategoryCount = static_cast<int>(MemoryCategory::cou
 using BytesByCategory = std::array<int64_t, kMemoryCategoryCount>;
 
 std::string_view to_string(MemoryCategory);
+// For people: "optimizer state" where to_string, a key for files, says "optimizer_state".
+std::string category_label(MemoryCategory);
 
 inline int64_t sum_bytes(const BytesByCategory& bytes) {
     int64_t total = 0;

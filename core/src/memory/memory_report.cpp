@@ -40,6 +40,13 @@ std::string_view to_string(MemoryCategory category) {
     return "unknown";
 }
 
+std::string category_label(MemoryCategory category) {
+    std::string label(to_string(category));
+    for (char& c : label)
+        if (c == '_') c = ' ';
+    return label;
+}
+
 int64_t process_rss_bytes() {
     // Read with open/read into a stack buffer: this runs after every update and must not
     // touch the heap (fopen would).
