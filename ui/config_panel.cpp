@@ -7,6 +7,7 @@
 #include "dataset_cache.hpp"
 #include "dataset_field_control.hpp"
 #include "device_field_control.hpp"
+#include "fit_check.hpp"
 #include "settings_group.hpp"
 #include "slider_field_controls.hpp"
 #include "trainbench/config_fields.hpp"
@@ -118,6 +119,9 @@ void ConfigPanel::buildGroups() {
             run_estimate_->hide();
             group->addNote(derived_);
             group->addNote(memory_plan_);
+            fit_check_ = new FitCheck;
+            fit_check_->setObjectName(QStringLiteral("fitCheck"));
+            group->addNote(fit_check_);
             group->addNote(run_estimate_);
         }
     }
@@ -190,6 +194,7 @@ void ConfigPanel::revalidate(const RunConfig& c) {
     const bool was_valid = isValid();
     error_.clear();
     plan_.reset();
+    fit_check_->setRun(c, nullptr);
     general_error_->hide();
     for (SettingsGroup* group : groups_) group->clearErrors();
 
@@ -212,6 +217,7 @@ void ConfigPanel::revalidate(const RunConfig& c) {
         datasets_.request(c);
         if (const auto data = datasets_.find(c)) {
             plan_ = plan_run(c, *data);
+            fit_check_->setRun(c, data);
         } else {
             const QString data_error = datasets_.errorFor(c);
             if (!data_error.isEmpty()) showError("dataset", data_error);

@@ -20,6 +20,7 @@ namespace trainbench::ui {
 
 class DatasetCache;
 class DeviceFieldControl;
+class FitCheck;
 class FieldControl;
 class SettingsGroup;
 
@@ -68,6 +69,7 @@ private:
     QLabel* model_size_ = nullptr;
     QLabel* derived_ = nullptr;
     QLabel* memory_plan_ = nullptr;
+    FitCheck* fit_check_ = nullptr;
     QLabel* run_estimate_ = nullptr;
 };
 

@@ -22,10 +22,7 @@ QColor category_color(MemoryCategory category) {
     return Qt::gray;
 }
 
-QString category_label(MemoryCategory category) {
-    QString name = QString::fromUtf8(to_string(category).data(), static_cast<int>(to_string(category).size()));
-    return name.replace('_', ' ');
-}
+QString category_name(MemoryCategory category) { return QString::fromStdString(category_label(category)); }
 
 QString mib_text(double bytes) { return QString::number(bytes / kMiB, 'f', bytes < 10 * kMiB ? 2 : 1) + " MiB"; }
 
@@ -73,7 +70,7 @@ MemoryPlot::MemoryPlot(const RunStore& store, QWidget* parent) : RunPlot(store, 
         graph->setPen(run_pen(color.darker(115), 1));
         graph->setBrush(fill);
         if (below) graph->setChannelFillGraph(below);
-        graph->setName(category_label(kStackOrder[i]));
+        graph->setName(category_name(kStackOrder[i]));
         graph->setAdaptiveSampling(true);
         stack_[i] = graph;
         below = graph;
@@ -261,7 +258,7 @@ QString MemoryPlot::describeStep(const RunRecord& run, std::size_t index) const 
         QStringList parts;
         for (auto category : kStackOrder) {
             const auto bytes = stacked_bytes(step.memory)[static_cast<std::size_t>(category)];
-            if (bytes > 0) parts << QStringLiteral("%1 %2").arg(category_label(category), mib_text(static_cast<double>(bytes)));
+            if (bytes > 0) parts << QStringLiteral("%1 %2").arg(category_name(category), mib_text(static_cast<double>(bytes)));
         }
         // The breakdown on a line of its own keeps the hover box narrower than the plot.
         text += QStringLiteral("<br>&nbsp;&nbsp;&nbsp;") + tr("then: ") + parts.join(QStringLiteral(", "));

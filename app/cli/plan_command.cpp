@@ -203,7 +203,7 @@ int run_plan(const PlanArguments& arguments) {
         std::printf("  %-16s %12s  (%s)\n", "CUDA context", format_bytes(budget.fixed_bytes).c_str(), kCudaContextSource);
     if (budget.fixed_bytes > 0 || (!budget.cuda && config.processes > 1))
         std::printf("  %-16s %12s\n", "needed", format_bytes(needed).c_str());
-    std::printf("device: %s\n", budget.description.c_str());
+    std::printf("device: %s%s\n", budget.description.c_str(), device_memory > 0 ? " (--device-memory)" : "");
     if (!judged) {
         std::printf("fits: unknown; give --device-memory (e.g. 24GiB) to check\n");
     } else if (fits) {

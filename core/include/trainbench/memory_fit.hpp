@@ -26,7 +26,7 @@ struct DeviceBudget {
     bool cuda = false;
     int64_t memory_bytes = 0;  // 0: unknown, the plan is shown without a verdict
     int64_t fixed_bytes = 0;   // held before the engine allocates (CUDA: kMeasuredCudaContextBytes)
-    std::string description;   // "a CUDA GPU with 24 GiB (--device-memory)", "this machine's 23.4 GiB of RAM"
+    std::string description;   // "a CUDA GPU with 24 GiB", "this machine's 23.4 GiB of RAM"
 };
 
 // The budget for config.device: device_memory_bytes when given (> 0), else this machine's RAM

@@ -60,7 +60,7 @@ DeviceBudget device_budget(const RunConfig& config, int64_t device_memory_bytes)
     if (device_memory_bytes > 0) {
         budget.memory_bytes = device_memory_bytes;
         budget.description = std::string(budget.cuda ? "a CUDA GPU" : "a CPU machine") + " with " +
-                             format_bytes(device_memory_bytes) + " (--device-memory)";
+                             format_bytes(device_memory_bytes);
         return budget;
     }
     if (!budget.cuda) {
