@@ -48,7 +48,8 @@ MemoryCategory largest_category(const BytesByCategory& bytes) {
 
 std::string category_share(const BytesByCategory& bytes) {
     const MemoryCategory c = largest_category(bytes);
-    return category_label(c) + " take the most, " + format_bytes(bytes[static_cast<size_t>(c)]) + " per process";
+    return "the largest category is " + category_label(c) + ", " + format_bytes(bytes[static_cast<size_t>(c)]) +
+           " per process";
 }
 
 }  // namespace
@@ -88,16 +89,21 @@ int64_t smallest_step_size_that_fits(RunConfig config, const Dataset& data, cons
     if (!judged(budget)) return 0;
     config.memory_limit_bytes = 0;
     config.auto_fit = false;
-    int64_t previous_micro = -1;
-    for (int64_t step = 1; step * config.processes <= config.batch_size; ++step) {
-        const int64_t micro = largest_micro_batch(config.batch_size, step, config.processes);
-        if (micro == previous_micro) continue;  // the same buffers: the same plan
-        previous_micro = micro;
+    auto fits_at = [&](int64_t step) {
         config.step_size = step;
         const Planned planned = plan_of(config, data);
-        if (planned.error.empty() && fits(needed_bytes(config, planned.plan, budget), budget)) return step;
+        return planned.error.empty() && fits(needed_bytes(config, planned.plan, budget), budget);
+    };
+    // A larger step_size never plans more (its micro-batch is no larger), so the smallest that
+    // fits is found by bisection between 1 and the largest step_size the batch allows.
+    int64_t low = 1, high = config.batch_size / std::max<int64_t>(1, config.processes);
+    if (high < 1 || !fits_at(high)) return 0;
+    while (low < high) {
+        const int64_t middle = low + (high - low) / 2;
+        if (fits_at(middle)) high = middle;
+        else low = middle + 1;
     }
-    return 0;
+    return low;
 }
 
 std::vector<WhatIfRow> what_if_table(const RunConfig& configured, const Dataset& data, const DeviceBudget& budget) {
@@ -193,8 +199,9 @@ std::string does_not_fit_advice(const RunConfig& config, const Dataset& data, co
         if (row.error.empty() && row.fits) return line + "; it fits with " + row.change;
     for (const WhatIfRow& row : rows)
         if (row.error.empty() && row.largest_fitting_micro_batch > 0)
-            return line + "; it fits with " + row.change + " at step_size " + std::to_string(row.step_size_for_largest) +
-                   " (micro-batch " + std::to_string(row.largest_fitting_micro_batch) + ")";
+            return line + "; it fits" + (&row == &rows.front() ? std::string() : " with " + row.change) +
+                   " at step_size " + std::to_string(row.step_size_for_largest) + " (micro-batch " +
+                   std::to_string(row.largest_fitting_micro_batch) + ")";
     // Nothing fits at any micro-batch: what dominates at micro-batch 1, and the least of the rows.
     RunConfig one = config;
     one.memory_limit_bytes = 0;
