@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/peak_equals_plan.hpp"
+#include "core/same_bits.hpp"
 #include "backend/compute_engine.hpp"
 #include "model/build_model.hpp"
 #include "model/init_weights.hpp"
@@ -239,7 +240,8 @@ private slots:
 
         Floats scratch(size_t(onednn_linear_scratch_floats(type, in, out, rows, threads)));
         Floats dx(size_t(rows) * in, NAN), dw(size_t(out) * in, NAN), db(static_cast<size_t>(out), NAN);
-        const float* dy_in = type == MatmulOperands::bf16 ? dy_given.data() : dy.values.data();
+        Floats dy_values = type == MatmulOperands::bf16 ? dy_given : dy.values;
+        float* dy_in = dy_values.data();
         onednn_linear_backward(products, type, x.data(type), w.data(type), dy_in, dw.data(), db.data(),
                                dx.data(), in, out, rows, GradientWrite::overwrite, scratch.data());
         const double dx_error = relative_error(dx, want_dx), dw_error = relative_error(dw, want_dw);
@@ -253,6 +255,91 @@ private slots:
         for (double& v : want_db) v *= 2;
         QVERIFY(relative_error(dw, want_dw) < tolerance && relative_error(db, want_db) < tolerance);
         QVERIFY(relative_error(dx, want_dx) < tolerance);
+        WorkerTeam::shared().resize(1);
+    }
+
+    // 16-bit activations with fp32 products (fp16 runs, and bf16 on CPUs without bf16 products):
+    // the forward whose members widen their input rows and round their output rows themselves,
+    // with and without an epilogue, and the backward that rounds dY as it transposes it, give
+    // the bits of widening, multiplying and rounding as passes of their own.
+    void sixteen_bit_rows_give_the_bits_of_separate_passes_data() {
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<int>("threads");
+        QTest::addColumn<int>("in");
+        QTest::addColumn<int>("out");
+        QTest::addColumn<int>("rows");
+        for (Precision precision : {Precision::fp16, Precision::bf16})
+            for (int threads : {1, 2}) {
+                const std::string name = to_string(precision) + "-" + std::to_string(threads) + "t";
+                QTest::newRow((name + "-37x29x83").c_str()) << int(precision) << threads << 37 << 29 << 83;
+                QTest::newRow((name + "-split-161x130x517").c_str()) << int(precision) << threads << 161 << 130 << 517;
+            }
+    }
+    void sixteen_bit_rows_give_the_bits_of_separate_passes() {
+        QFETCH(int, precision);
+        QFETCH(int, threads);
+        QFETCH(int, in);
+        QFETCH(int, out);
+        QFETCH(int, rows);
+        const auto p = Precision(precision);
+        WorkerTeam::shared().resize(threads);
+        const auto type = MatmulOperands::f32;
+        auto codes_of = [&](const Floats& values) {
+            std::vector<uint16_t> codes(values.size());
+            store_16bit(p, values.data(), codes.data(), int64_t(values.size()));
+            return codes;
+        };
+        const std::vector<uint16_t> x16 = codes_of(random_values(size_t(rows) * in, 1));
+        const Floats w = random_values(size_t(out) * in, 2), bias = random_values(size_t(out), 4);
+        const int64_t scratchpad = onednn_linear_scratchpad_bytes(type, in, out, rows, true, true, threads);
+        std::vector<char> scratchpads(size_t(std::max<int64_t>(1, scratchpad * threads)));
+        OnednnProducts products(threads, scratchpads.data(), scratchpad);
+
+        for (bool with_epilogue : {false, true}) {
+            // Passes: widen all of x, multiply, round all of y (or the epilogue stores the codes).
+            Floats x_widened(x16.size());
+            load_16bit(p, x16.data(), x_widened.data(), int64_t(x16.size()));
+            Floats y_passes(size_t(rows) * out, NAN);
+            std::vector<uint16_t> y_codes_passes(y_passes.size()), act_codes_passes(y_passes.size());
+            ProductEpilogue passes_epilogue{.activation = Activation::gelu, .rounding = p,
+                                            .output_codes = y_codes_passes.data(), .activated_codes = act_codes_passes.data()};
+            onednn_linear_forward(products, type, x_widened.data(), w.data(), bias.data(), y_passes.data(), in, out, rows,
+                                  with_epilogue ? &passes_epilogue : nullptr);
+            if (!with_epilogue) y_codes_passes = codes_of(y_passes);
+            // Rows: each member widens and rounds its own.
+            Floats staging(x16.size(), NAN), y_rows(y_passes.size(), NAN);
+            std::vector<uint16_t> y_codes_rows(y_passes.size()), act_codes_rows(y_passes.size());
+            ProductEpilogue rows_epilogue{.activation = Activation::gelu, .rounding = p,
+                                          .output_codes = y_codes_rows.data(), .activated_codes = act_codes_rows.data()};
+            onednn_linear_forward_16bit_rows(products, p, x16.data(), staging.data(), w.data(), bias.data(), y_rows.data(),
+                                             y_codes_rows.data(), in, out, rows, with_epilogue ? &rows_epilogue : nullptr);
+            QVERIFY2(y_codes_rows == y_codes_passes, with_epilogue ? "with the epilogue" : "without an epilogue");
+            if (with_epilogue) QVERIFY(act_codes_rows == act_codes_passes);
+        }
+
+        // The backward: dY rounded in place first, then fp32 products; or rounded as it is transposed.
+        const Floats x_values = [&] {
+            Floats v(x16.size());
+            load_16bit(p, x16.data(), v.data(), int64_t(v.size()));
+            return v;
+        }();
+        const Floats dy_given = random_values(size_t(rows) * out, 3);
+        Floats scratch(size_t(onednn_linear_scratch_floats(type, in, out, rows, threads)));
+        for (bool weight_grad : {true, false}) {
+            Floats dy_passes = dy_given, dy_rounding = dy_given;
+            round_to_16bit(p, dy_passes.data(), int64_t(dy_passes.size()));
+            Floats dw_a(size_t(out) * in, NAN), db_a(size_t(out), NAN), dx_a(size_t(rows) * in, NAN);
+            Floats dw_b = dw_a, db_b = db_a, dx_b = dx_a;
+            onednn_linear_backward(products, type, x_values.data(), w.data(), dy_passes.data(),
+                                   weight_grad ? dw_a.data() : nullptr, weight_grad ? db_a.data() : nullptr, dx_a.data(),
+                                   in, out, rows, GradientWrite::overwrite, scratch.data());
+            onednn_linear_backward(products, type, x_values.data(), w.data(), dy_rounding.data(),
+                                   weight_grad ? dw_b.data() : nullptr, weight_grad ? db_b.data() : nullptr, dx_b.data(),
+                                   in, out, rows, GradientWrite::overwrite, scratch.data(), p);
+            QVERIFY2(same_bits(dy_rounding, dy_passes), "dY is rounded in place as the products read it");
+            QVERIFY(same_bits(dx_b, dx_a));
+            if (weight_grad) QVERIFY(same_bits(dw_b, dw_a) && same_bits(db_b, db_a));
+        }
         WorkerTeam::shared().resize(1);
     }
 

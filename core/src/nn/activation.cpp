@@ -10,6 +10,12 @@
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "parallel/parallel_range.hpp"
+#include "precision/half_float.hpp"
+
+// GCC 12 warns that the AVX-512 intrinsics Eigen's vector erf and exp expand to leave their own
+// unused "undefined" operands uninitialized (as in nn/onednn_linear.cpp): not this code's.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace trainbench {
 namespace {
@@ -127,4 +133,20 @@ void activation_backward(Activation kind, const float* z, const float* a, float*
                    [&](int64_t first, int64_t end) { backward_range(kind, z, a, grad, first, end); });
 }
 
+void activation_backward_16bit(Activation kind, Precision precision, const uint16_t* saved, float* staging, float* grad,
+                               int64_t n) {
+    // Blocks small enough that the widened values are still in cache when f' reads them.
+    constexpr int64_t kBlock = 4096;
+    const bool from_input = activation_needs_input(kind);
+    parallel_range(n, element_work(kind) + 2, [&](int64_t first, int64_t end) {
+        for (int64_t block = first; block < end; block += kBlock) {
+            const int64_t block_end = std::min(end, block + kBlock);
+            load_16bit_serial(precision, saved + block, staging + block, block_end - block);
+            backward_range(kind, from_input ? staging : nullptr, from_input ? nullptr : staging, grad, block, block_end);
+        }
+    });
+}
+
 }  // namespace trainbench
+
+#pragma GCC diagnostic pop

@@ -14,6 +14,10 @@ void activation_forward_serial(Activation kind, const float* z, float* a, int64_
 // grad *= f'(.), in place. ReLU, tanh and sigmoid express f' through the output a (so only a
 // must be saved); GELU (exact, erf form as torch's default) needs the input z.
 void activation_backward(Activation kind, const float* z, const float* a, float* grad, int64_t n);
+// The same with the saved tensor f' reads (z for GELU, a for the others) in 16-bit storage,
+// widened into `staging` ([n] floats) a cache-sized block at a time just before it is read.
+void activation_backward_16bit(Activation kind, Precision precision, const uint16_t* saved, float* staging, float* grad,
+                               int64_t n);
 
 // Whether the backward pass needs the pre-activation z saved besides the output a.
 inline bool activation_needs_input(Activation kind) { return kind == Activation::gelu; }

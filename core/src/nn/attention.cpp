@@ -1,5 +1,10 @@
 #include "nn/attention.hpp"
 
+// GCC 12 warns that the AVX-512 intrinsics Eigen's products and nn/vector_exp.hpp expand to
+// leave their own unused "undefined" operands uninitialized (as in nn/onednn_linear.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -9,6 +14,7 @@
 #include "nn/onednn_matmul.hpp"
 #include "nn/vector_exp.hpp"
 #include "precision/half_float.hpp"
+
 
 namespace trainbench {
 
@@ -556,3 +562,5 @@ void attention_backward_onednn(OnednnProducts& products, const float* dout, cons
 }
 
 }  // namespace trainbench
+
+#pragma GCC diagnostic pop

@@ -63,13 +63,51 @@ void residual_layernorm_forward(const float* a, const float* b, float* sum, cons
     });
 }
 
+void layernorm_forward_16bit(Precision precision, const uint16_t* inp, const float* weight, const float* bias,
+                             uint16_t* out, float* mean, float* rstd, int64_t rows, int64_t C, float* x_staging,
+                             float* y_staging) {
+    parallel_range(rows, 7 * C, [&](int64_t first, int64_t end) {
+        for (int64_t r = first; r < end; ++r) {
+            float* x = x_staging + r * C;
+            float* y = y_staging + r * C;
+            load_16bit_serial(precision, inp + r * C, x, C);
+            layernorm_row(x, weight, bias, y, mean + r, rstd + r, C);
+            store_16bit_serial(precision, y, out + r * C, C);
+        }
+    });
+}
+
+void residual_layernorm_forward_16bit(Precision precision, const uint16_t* a, const uint16_t* b, uint16_t* sum,
+                                      const float* weight, const float* bias, uint16_t* out, float* mean, float* rstd,
+                                      int64_t rows, int64_t C, float* x_staging, float* y_staging) {
+    parallel_range(rows, 9 * C, [&](int64_t first, int64_t end) {
+        for (int64_t r = first; r < end; ++r) {
+            float* x = x_staging + r * C;
+            float* y = y_staging + r * C;
+            load_16bit_serial(precision, a + r * C, x, C);
+            load_16bit_serial(precision, b + r * C, y, C);
+#pragma omp simd
+            for (int64_t i = 0; i < C; ++i) x[i] += y[i];
+            // The LayerNorm reads the sum as its storage holds it.
+            store_16bit_serial(precision, x, sum + r * C, C);
+            load_16bit_serial(precision, sum + r * C, x, C);
+            layernorm_row(x, weight, bias, y, mean + r, rstd + r, C);
+            store_16bit_serial(precision, y, out + r * C, C);
+        }
+    });
+}
+
 int64_t layernorm_backward_scratch_floats(int64_t C) { return kRowChunks * 2 * C; }
 
 // With n = (x - mean) * rstd and dn = weight * dout (llm.c's layernorm_backward):
 //   dinp = rstd * (dn - mean(dn) - n * mean(dn * n)),  dweight = sum dout * n,  dbias = sum dout.
-void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
-                        const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
-                        GradientWrite input_write, GradientWrite param_write, float* scratch) {
+namespace {
+
+// The backward over rows whose input row r is input_row(r) (fp32 values, in cache).
+template <class InputRow>
+void layernorm_backward_rows(const float* dout, InputRow input_row, const float* weight, const float* mean,
+                             const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
+                             GradientWrite input_write, GradientWrite param_write, float* scratch) {
     const int64_t chunks = row_chunks(rows);
     const bool accumulate_input = input_write == GradientWrite::accumulate;
     parallel_range(chunks, (rows / std::max<int64_t>(chunks, 1) + 1) * 12 * C, [&](int64_t first, int64_t end) {
@@ -78,7 +116,7 @@ void layernorm_backward(const float* dout, const float* inp, const float* weight
             float* part_b = part_w + C;
             std::fill(part_w, part_w + 2 * C, 0.0f);
             for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) {
-                const float* x = inp + r * C;
+                const float* x = input_row(r);
                 const float* dy = dout + r * C;
                 float* dx = dinp + r * C;
                 const float mu = mean[r], rs = rstd[r];
@@ -128,6 +166,28 @@ void layernorm_backward(const float* dout, const float* inp, const float* weight
             }
         }
     });
+}
+
+}  // namespace
+
+void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
+                        GradientWrite input_write, GradientWrite param_write, float* scratch) {
+    layernorm_backward_rows(dout, [&](int64_t r) { return inp + r * C; }, weight, mean, rstd, dinp, dweight, dbias,
+                            rows, C, input_write, param_write, scratch);
+}
+
+void layernorm_backward_16bit(Precision precision, const float* dout, const uint16_t* inp, float* x_staging,
+                              const float* weight, const float* mean, const float* rstd, float* dinp, float* dweight,
+                              float* dbias, int64_t rows, int64_t C, GradientWrite input_write,
+                              GradientWrite param_write, float* scratch) {
+    layernorm_backward_rows(
+        dout,
+        [&](int64_t r) {
+            load_16bit_serial(precision, inp + r * C, x_staging + r * C, C);
+            return static_cast<const float*>(x_staging + r * C);
+        },
+        weight, mean, rstd, dinp, dweight, dbias, rows, C, input_write, param_write, scratch);
 }
 
 }  // namespace trainbench

@@ -112,6 +112,28 @@ void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, co
     parallel_members(in * out * rows, slice);
 }
 
+void onednn_linear_forward_16bit_rows(OnednnProducts& products, Precision precision, const uint16_t* x16,
+                                      float* x_staging, const float* w, const float* bias, float* y, uint16_t* y16,
+                                      int64_t in, int64_t out, int64_t rows, const ProductEpilogue* epilogue) {
+    const MatmulShape shape = linear_forward_shape(MatmulOperands::f32, in, out, rows, bias != nullptr);
+    const int members = members_for(in * out * rows);
+    products.prepare(shape, members);
+    const bool stores_codes = y16 != nullptr && !(epilogue && epilogue->activated_codes);
+    auto slice = [&](int member, int count) {
+        const int64_t first = slice_row_begin(rows, member, count), end = slice_row_begin(rows, member + 1, count);
+        if (end == first) return;
+        load_16bit_serial(precision, x16 + first * in, x_staging + first * in, (end - first) * in);
+        products.run_slice(shape, member, count, x_staging, w, bias, y);
+        if (epilogue) apply_epilogue(*epilogue, y, out, 0, out, first, end - first);
+        if (stores_codes) store_16bit_serial(precision, y + first * out, y16 + first * out, (end - first) * out);
+    };
+    if (members == 1) {
+        slice(0, 1);
+        return;
+    }
+    parallel_members(in * out * rows, slice);
+}
+
 namespace {
 // bf16 backward scratch: dY's codes, then per member its partial dW and db.
 int64_t codes_floats(int64_t out, int64_t rows) { return (out * rows + 31) / 32 * 16; }
@@ -163,24 +185,35 @@ inline void transpose_16x16(__m512 r[16]) {
 
 // Columns [first, end) of dY [rows x out] as rows of dY^T [out x rows]: 16 x 16 tiles in
 // registers where the build has AVX-512, element by element at the edges (and everywhere
-// without it).
-void transpose_columns(const float* dy, float* dy_t, int64_t out, int64_t rows, int64_t first, int64_t end) {
+// without it). A 16-bit run's dY is rounded to `rounding` in place on the way (fp32: as it is),
+// so the products that read it, and dY^T, take the 16-bit values without a pass of their own.
+void transpose_columns(float* dy, float* dy_t, int64_t out, int64_t rows, int64_t first, int64_t end,
+                       Precision rounding) {
+    const bool rounds = rounding != Precision::fp32;
+    auto element = [&](int64_t r, int64_t o) {
+        float& value = dy[r * out + o];
+        if (rounds) round_to_16bit_serial(rounding, &value, 1);
+        dy_t[o * rows + r] = value;
+    };
     int64_t r0 = 0;
 #if defined(__AVX512F__)
     const int64_t tiled_end = first + (end - first) / 16 * 16;
     for (; r0 + 16 <= rows; r0 += 16) {
         for (int64_t o = first; o < tiled_end; o += 16) {
             __m512 tile[16];
-            for (int i = 0; i < 16; ++i) tile[i] = _mm512_loadu_ps(dy + (r0 + i) * out + o);
+            for (int i = 0; i < 16; ++i) {
+                if (rounds) round_to_16bit_serial(rounding, dy + (r0 + i) * out + o, 16);
+                tile[i] = _mm512_loadu_ps(dy + (r0 + i) * out + o);
+            }
             transpose_16x16(tile);
             for (int j = 0; j < 16; ++j) _mm512_storeu_ps(dy_t + (o + j) * rows + r0, tile[j]);
         }
         for (int64_t o = tiled_end; o < end; ++o)
-            for (int64_t r = r0; r < r0 + 16; ++r) dy_t[o * rows + r] = dy[r * out + o];
+            for (int64_t r = r0; r < r0 + 16; ++r) element(r, o);
     }
 #endif
     for (int64_t o = first; o < end; ++o)  // the rows left over
-        for (int64_t r = r0; r < rows; ++r) dy_t[o * rows + r] = dy[r * out + o];
+        for (int64_t r = r0; r < rows; ++r) element(r, o);
 }
 
 }  // namespace
@@ -202,13 +235,17 @@ namespace {
 
 // fp32 operands: dW's reduction over rows runs along rows of A in oneDNN's fast kernels, so dY
 // is transposed into scratch first and dW is split by its rows; dX reads dy in place.
-void backward_f32(OnednnProducts& products, const float* x, const float* w, const float* dy, float* grad_weight,
+void backward_f32(OnednnProducts& products, const float* x, const float* w, float* dy, float* grad_weight,
                   float* grad_bias, float* grad_input, int64_t in, int64_t out, int64_t rows, GradientWrite write,
-                  float* dy_t) {
+                  float* dy_t, Precision rounding) {
     const MatmulShape weight_grad = linear_weight_grad_shape(MatmulOperands::f32, in, out, rows, write);
     const MatmulShape input_grad = linear_input_grad_shape(MatmulOperands::f32, in, out, rows);
     if (grad_weight)
-        parallel_range(out, rows, [&](int64_t first, int64_t end) { transpose_columns(dy, dy_t, out, rows, first, end); });
+        parallel_range(out, rows, [&](int64_t first, int64_t end) {
+            transpose_columns(dy, dy_t, out, rows, first, end, rounding);
+        });
+    else if (rounding != Precision::fp32)
+        round_to_16bit(rounding, dy, out * rows);
     const int64_t work = backward_work(in, out, rows, grad_weight != nullptr, grad_input != nullptr);
     const int members = members_for(work);
     if (grad_weight) products.prepare(weight_grad, members);
@@ -300,11 +337,11 @@ void backward_bf16(OnednnProducts& products, const uint16_t* x, const uint16_t* 
 }  // namespace
 
 void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
-                            const float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
-                            int64_t out, int64_t rows, GradientWrite write, float* scratch) {
+                            float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
+                            int64_t out, int64_t rows, GradientWrite write, float* scratch, Precision rounding) {
     if (operands == MatmulOperands::f32)
         backward_f32(products, static_cast<const float*>(x), static_cast<const float*>(w), dy, grad_weight, grad_bias,
-                     grad_input, in, out, rows, write, scratch);
+                     grad_input, in, out, rows, write, scratch, rounding);
     else
         backward_bf16(products, static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(w), dy, grad_weight,
                       grad_bias, grad_input, in, out, rows, write, scratch);

@@ -35,6 +35,14 @@ void onednn_linear_prepare(OnednnProducts& products, MatmulOperands operands, in
 void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
                            const float* bias, float* y, int64_t in, int64_t out, int64_t rows,
                            const ProductEpilogue* epilogue = nullptr);
+// 16-bit activations with fp32 products (fp16 runs; bf16 runs where the CPU multiplies no bf16):
+// the same product, each member first widening its rows of x16 into x_staging ([rows x in]
+// floats) and last rounding its rows of y into y16 (unless y16 is null or the epilogue writes
+// the codes itself), so both conversions run on rows in cache instead of as passes of their own
+// over whole tensors. Bits as widening, multiplying and rounding one after another.
+void onednn_linear_forward_16bit_rows(OnednnProducts& products, Precision precision, const uint16_t* x16,
+                                      float* x_staging, const float* w, const float* bias, float* y, uint16_t* y16,
+                                      int64_t in, int64_t out, int64_t rows, const ProductEpilogue* epilogue = nullptr);
 // The same rounded once into bf16 codes (a bf16 run's stored output, with no epilogue).
 void onednn_linear_forward_bf16(OnednnProducts& products, const void* x, const void* w, const float* bias,
                                 uint16_t* y, int64_t in, int64_t out, int64_t rows);
@@ -45,7 +53,8 @@ int64_t onednn_linear_scratch_floats(MatmulOperands operands, int64_t in, int64_
 // dW (+)= dY^T X and db (+)= colsum(dY) when grad_weight is not null, and dX = dY W when
 // grad_input is not null, from dy, the output gradient's fp32 values. bf16 operands round them
 // here (to nearest even, as the products read them; db sums the rounded values), so the caller
-// need not; fp32 operands take them as given (a 16-bit run rounds them first).
+// need not; fp32 operands round them in place to `rounding` (a 16-bit run's fp32 products of
+// 16-bit values; fp32: taken as given), as they are transposed when there is a dW.
 // - fp32: dY is transposed into scratch for dW, whose reduction over rows oneDNN's fast kernels
 //   only take along a row of A (given a strided view of dY^T sliced by dW's rows, 2.6 falls
 //   back to a slower GEMM that allocates its packing buffer on every call), and dW is split by
@@ -55,7 +64,8 @@ int64_t onednn_linear_scratch_floats(MatmulOperands operands, int64_t in, int64_
 //   read as a transposed view is what the AMX kernels take, so nothing is transposed. The
 //   partial sums are added in member order at the end.
 void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
-                            const float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
-                            int64_t out, int64_t rows, GradientWrite write, float* scratch);
+                            float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
+                            int64_t out, int64_t rows, GradientWrite write, float* scratch,
+                            Precision rounding = Precision::fp32);
 
 }  // namespace trainbench

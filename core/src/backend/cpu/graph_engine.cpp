@@ -533,6 +533,11 @@ private:
         return bf16_products() && op.kind == OpKind::linear && plan_.fused_with[static_cast<size_t>(o)] < 0 &&
                plan_.stored_16bit(op.outputs[0]);
     }
+    // A 16-bit run's linear op on oneDNN's fp32 products: its members widen their rows of the
+    // input and round their rows of the output themselves (onednn_linear_forward_16bit_rows).
+    bool widens_rows(const OpDesc& op) const {
+        return plan_.sixteen_bit() && !bf16_products() && op.kind == OpKind::linear && plan_.stored_16bit(op.inputs[0]);
+    }
     // An attention op's width C (its output's features per position).
     int64_t attention_width(const OpDesc& op) const {
         return plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
@@ -593,6 +598,16 @@ private:
                                                    rows);
                         return;  // stored
                     }
+                    if (widens_rows(op)) {
+                        const bool stores = plan_.stored_16bit(op.outputs[0]);
+                        onednn_linear_forward_16bit_rows(
+                            *onednn_, plan_.precision, tensor_16bit(op.inputs[0]), input_staging_[0],
+                            static_cast<const float*>(onednn_weight(op, p)), onednn_bias(op, p), output(op, 0),
+                            stores ? tensor_16bit(op.outputs[0]) : nullptr, shape[1], shape[0], rows, fused);
+                        if (!stores) break;
+                        if (!(fused && fused->activated_codes)) store_fused_output(o, n);
+                        return;  // stored
+                    }
                     onednn_linear_forward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p),
                                           onednn_bias(op, p), output(op, 0), shape[1], shape[0], rows, fused);
                 } else {
@@ -632,6 +647,12 @@ private:
             case OpKind::layernorm: {
                 // outputs 1 and 2, the mean and rstd, are statistics: fp32 in every run.
                 const int64_t C = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
+                if (plan_.stored_16bit(op.inputs[0]) && plan_.stored_16bit(op.outputs[0])) {
+                    layernorm_forward_16bit(plan_.precision, tensor_16bit(op.inputs[0]), fp32_param(op, 0),
+                                            fp32_param(op, 1), tensor_16bit(op.outputs[0]), tensor(op.outputs[1]),
+                                            tensor(op.outputs[2]), rows, C, input_staging_[0], output_staging_[0]);
+                    return;  // stored
+                }
                 layernorm_forward(input(op, 0, n), fp32_param(op, 0), fp32_param(op, 1), output(op, 0),
                                   tensor(op.outputs[1]), tensor(op.outputs[2]), rows, C);
                 break;
@@ -664,6 +685,15 @@ private:
                 if (ln >= 0) {  // the LayerNorm that reads the sum, in the same pass
                     const OpDesc& norm = plan_.model.ops[static_cast<size_t>(ln)];
                     const int64_t C = plan_.model.params[static_cast<size_t>(norm.params[0])].shape[0];
+                    if (plan_.stored_16bit(op.inputs[0]) && plan_.stored_16bit(op.inputs[1]) &&
+                        plan_.stored_16bit(op.outputs[0]) && plan_.stored_16bit(norm.outputs[0])) {
+                        residual_layernorm_forward_16bit(
+                            plan_.precision, tensor_16bit(op.inputs[0]), tensor_16bit(op.inputs[1]),
+                            tensor_16bit(op.outputs[0]), fp32_param(norm, 0), fp32_param(norm, 1),
+                            tensor_16bit(norm.outputs[0]), tensor(norm.outputs[1]), tensor(norm.outputs[2]), rows, C,
+                            output_staging_[0], output_staging_[1]);
+                        return;  // stored
+                    }
                     residual_layernorm_forward(a, b, out, fp32_param(norm, 0), fp32_param(norm, 1),
                                                fused_output(norm.outputs[0]), tensor(norm.outputs[1]),
                                                tensor(norm.outputs[2]), rows, C, plan_.precision);
@@ -746,13 +776,12 @@ private:
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
                 // A 16-bit product's operands are 16-bit: its output gradient too. Nothing else
                 // reads that gradient (this op made the tensor), so it is rounded in place, or by
-                // oneDNN's bf16 path as it lays the gradient out for its products.
-                if (plan_.sixteen_bit() && !(p.onednn && bf16_products()))
-                    round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
+                // oneDNN's paths as they lay the gradient out for their products.
+                if (plan_.sixteen_bit() && !p.onednn) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 if (p.onednn) {
                     onednn_linear_backward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p), dout,
                                            param_grad(op.params[0]), dbias, dinput, in, out, rows, param_write(o, 0),
-                                           scratch_);
+                                           scratch_, plan_.precision);
                     return;
                 }
                 const float* x = input(op, 0, n);
@@ -789,6 +818,13 @@ private:
                 // from the input (GELU) or the output (the others); only that one is widened.
                 float* g = grad(op.inputs[0]);
                 const bool from_input = activation_needs_input(op.activation);
+                const int saved = from_input ? op.inputs[0] : op.outputs[0];
+                if (plan_.stored_16bit(saved)) {  // widened a block at a time as f' reads it
+                    activation_backward_16bit(op.activation, plan_.precision, tensor_16bit(saved),
+                                              from_input ? input_staging_[0] : output_staging_[0], g,
+                                              elements(op.outputs[0], n));
+                    return;
+                }
                 activation_backward(op.activation, from_input ? input(op, 0, n) : nullptr,
                                     from_input ? nullptr : saved_output(op, 0, n), g, elements(op.outputs[0], n));
                 return;
@@ -801,6 +837,14 @@ private:
             }
             case OpKind::layernorm: {
                 const int64_t C = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
+                if (plan_.stored_16bit(op.inputs[0])) {
+                    layernorm_backward_16bit(plan_.precision, dout, tensor_16bit(op.inputs[0]), input_staging_[0],
+                                             fp32_param(op, 0), tensor(op.outputs[1]), tensor(op.outputs[2]),
+                                             grad(op.inputs[0]), param_grad(op.params[0]), param_grad(op.params[1]),
+                                             rows, C, plan_.input_write[static_cast<size_t>(o)][0], param_write(o, 0),
+                                             scratch_);
+                    return;
+                }
                 layernorm_backward(dout, input(op, 0, n), fp32_param(op, 0), tensor(op.outputs[1]),
                                    tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
                                    param_grad(op.params[1]), rows, C, plan_.input_write[static_cast<size_t>(o)][0],
