@@ -19,7 +19,7 @@ int64_t physical_memory_bytes() {
     return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
-// The memory the plan is judged against.
+// Whether the budget has a memory to judge plans against; whether `needed` fits it.
 bool judged(const DeviceBudget& budget) { return budget.memory_bytes > 0; }
 bool fits(int64_t needed, const DeviceBudget& budget) { return judged(budget) && needed <= budget.memory_bytes; }
 
@@ -76,7 +76,7 @@ DeviceBudget device_budget(const RunConfig& config, int64_t device_memory_bytes)
             budget.description = device.id + ", " + device.name + ", " + format_bytes(device.memory_bytes);
             return budget;
         }
-    budget.description = "a CUDA GPU of unknown size (this machine has none: give --device-memory)";
+    budget.description = "a CUDA GPU of unknown size (this machine has none: give its memory size)";
     return budget;
 }
 
