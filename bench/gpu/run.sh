@@ -35,6 +35,11 @@
 #             bench/torch_gpt_throughput.py, PyTorch eager and torch.compile (unless
 #             TORCH_COMPILE=0; bf16 is autocast), on the same text and GPU; and trainbench's
 #             own --fused off run beside its fused one
+#   plan      trainbench-cli plan --device cuda (issue 35) against the GPU: the gptspeed GPT in
+#             fp32 and bf16, with and without checkpointing, planned and then run 3 updates;
+#             the plan must equal the allocator's live peak to the byte. The CUDA context this
+#             GPU holds (cudaMemGetInfo's used minus the allocator's reserved bytes) is reported
+#             beside the 540 MiB the plan adds. PLAN_DEVICE=cpu runs the same check on the CPU.
 #   profile   ncu's time per kernel over two updates of the gptspeed GPT (PROFILE_PRECISIONS,
 #             default bf16), summed by kernel (kernel_times.py)
 #   techniques  trainbench-cli compare --device cuda on a model of that size
@@ -60,7 +65,7 @@ python="$(command -v python3)"
 cli="$build/app/trainbench-cli"
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(build tests gpt gptcheck check sanitize products speed gptspeed profile techniques torch summary)
+[ ${#stages[@]} -gt 0 ] || stages=(build tests gpt gptcheck check sanitize products speed gptspeed plan profile techniques torch summary)
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 # A call that builds starts a new round of checks; later calls on the same machine add to it.
 if wants build; then : > "$work/checks.txt"; : > "$work/information.txt"; else touch "$work/checks.txt" "$work/information.txt"; fi
@@ -490,6 +495,36 @@ PY
         || report "gptspeed: PyTorch $variant $precision failed (exit $?): $(tail -1 "$work/gptspeed_torch_${variant}_$precision.log")"
     done
     report "$("$python" "$here/summarize.py" --out "$work" --gpt-speed-line "$precision")"
+  done
+fi
+
+if wants plan; then
+  step "plan: trainbench-cli plan against the GPU's allocator"
+  gpt_text
+  plan_device="${PLAN_DEVICE:-cuda}"
+  for precision in fp32 bf16; do
+    for checkpointing in off on; do
+      name="${precision}_checkpointing_$checkpointing"
+      flags=(--model gpt --dataset "text:$work/gpt_text_x10.txt" --n-layer 6 --n-head 6 --n-embd 384 --block-size 256
+             --batch-size 64 --step-size 1 --precision "$precision" --device "$plan_device")
+      [ "$checkpointing" = on ] && flags+=(--gradient-checkpointing)
+      "$cli" plan "${flags[@]}" --json > "$work/plan_$name.json" 2> "$work/plan_$name.log" \
+        || { record "FAIL plan $name: $(tail -1 "$work/plan_$name.log")"; continue; }
+      "$cli" train "${flags[@]}" --max-steps 3 --sample-chars 0 --eval-samples 64 --metrics-out "$work/plan_$name.csv" \
+        >> "$work/plan_$name.log" 2>&1 || { record "FAIL plan $name: the run failed: $(tail -1 "$work/plan_$name.log")"; continue; }
+      line="$("$python" - "$work/plan_$name.json" "$work/plan_$name.csv" <<'PY'
+import csv, json, sys
+plan = json.load(open(sys.argv[1]))
+last = list(csv.DictReader(open(sys.argv[2])))[-1]
+planned, held = plan["per_process_total_bytes"], int(last["mem_update_peak_live"])
+used, reserved = int(last.get("device_used_bytes") or 0), int(last["mem_total"])
+context = f"; context held {(used - reserved) / 2**20:.0f} MiB (the plan adds {plan['fixed_bytes'] / 2**20:.0f})" if used else ""
+verdict = "PASS" if planned == held else "FAIL"
+print(f"{verdict} plan == allocation: planned {planned:,} bytes, the allocator's live peak {held:,}{context}")
+PY
+)"
+      record "${line%%:*}: $name ${line#*: }"
+    done
   done
 fi
 
