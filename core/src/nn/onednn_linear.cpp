@@ -105,10 +105,6 @@ void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, co
         const int64_t first = slice_row_begin(rows, member, count), end = slice_row_begin(rows, member + 1, count);
         if (end > first) apply_epilogue(*epilogue, y, out, 0, out, first, end - first);
     };
-    if (members == 1) {
-        slice(0, 1);
-        return;
-    }
     parallel_members(in * out * rows, slice);
 }
 
@@ -127,10 +123,6 @@ void onednn_linear_forward_16bit_rows(OnednnProducts& products, Precision precis
         if (epilogue) apply_epilogue(*epilogue, y, out, 0, out, first, end - first);
         if (stores_codes) store_16bit_serial(precision, y + first * out, y16 + first * out, (end - first) * out);
     };
-    if (members == 1) {
-        slice(0, 1);
-        return;
-    }
     parallel_members(in * out * rows, slice);
 }
 
@@ -224,10 +216,6 @@ void onednn_linear_forward_bf16(OnednnProducts& products, const void* x, const v
     const int members = members_for(in * out * rows);
     products.prepare(shape, members);
     auto slice = [&](int member, int count) { products.run_slice(shape, member, count, x, w, bias, y); };
-    if (members == 1) {
-        slice(0, 1);
-        return;
-    }
     parallel_members(in * out * rows, slice);
 }
 
@@ -265,10 +253,6 @@ void backward_f32(OnednnProducts& products, const float* x, const float* w, floa
         }
         if (grad_input) products.run_slice(input_grad, member, count, dy, w, nullptr, grad_input);
     };
-    if (members == 1) {
-        slice(0, 1);
-        return;
-    }
     parallel_members(work, slice);
 }
 
@@ -310,8 +294,7 @@ void backward_bf16(OnednnProducts& products, const uint16_t* x, const uint16_t* 
         }
         if (grad_input) products.run_slice(input_grad, member, count, dy16, w, nullptr, grad_input);
     };
-    if (members == 1) slice(0, 1);
-    else parallel_members(work, slice);
+    parallel_members(work, slice);
     if (!grad_weight) return;
     // The members' partial sums, added in member order.
     auto parts_of = [&](int64_t first, int64_t end) {
