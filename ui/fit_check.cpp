@@ -79,9 +79,14 @@ RunConfig FitCheck::plannedConfig() const {
 
 QString FitCheck::verdict() const { return verdict_->text(); }
 
+bool FitCheck::otherDevice() const { return target_->currentData().toString() != "configured"; }
+
+DeviceBudget FitCheck::budgetFor(const RunConfig& planned) const {
+    return device_budget(planned, otherDevice() ? static_cast<int64_t>(std::llround(memory_->value() * kGiB)) : 0);
+}
+
 void FitCheck::refresh() {
-    const bool chosen = target_->currentData().toString() != "configured";
-    memory_->setEnabled(chosen);
+    memory_->setEnabled(otherDevice());
     what_if_->setEnabled(config_ && data_);
     if (!config_ || !data_) {
         verdict_->clear();
@@ -90,16 +95,15 @@ void FitCheck::refresh() {
     const RunConfig config = plannedConfig();
     try {
         const RunPlan plan = plan_run(config, *data_);
-        const DeviceBudget budget =
-            device_budget(config, chosen ? static_cast<int64_t>(std::llround(memory_->value() * kGiB)) : 0);
+        const DeviceBudget budget = budgetFor(config);
         const int64_t needed = needed_bytes(config, plan, budget);
         QString text = tr("Planned, nothing run: needs %1 on %2").arg(q(format_bytes(needed)), q(budget.description));
         if (budget.fixed_bytes > 0)
             text += tr(" (the plan %1 + the CUDA context %2, as measured on an H200)")
                         .arg(q(format_bytes(plan.planned_total())), q(format_bytes(budget.fixed_bytes)));
-        if (budget.memory_bytes <= 0)
+        if (!budget.known())
             text += tr(": its memory is unknown, choose a size.");
-        else if (needed <= budget.memory_bytes)
+        else if (budget.fits(needed))
             text += tr(": fits, %1 to spare.").arg(q(format_bytes(budget.memory_bytes - needed)));
         else
             text += tr(": does not fit, short by %1. What if… shows which knobs make it fit.")
@@ -113,9 +117,7 @@ void FitCheck::refresh() {
 void FitCheck::showWhatIf() {
     if (!config_ || !data_) return;
     const RunConfig config = plannedConfig();
-    const bool chosen = target_->currentData().toString() != "configured";
-    const DeviceBudget budget =
-        device_budget(config, chosen ? static_cast<int64_t>(std::llround(memory_->value() * kGiB)) : 0);
+    const DeviceBudget budget = budgetFor(config);
     const std::vector<WhatIfRow> rows = what_if_table(config, *data_, budget);
 
     QDialog dialog(this);
@@ -142,7 +144,7 @@ void FitCheck::showWhatIf() {
             set(4, tr("cannot run: %1").arg(q(row.error)));
             continue;
         }
-        const bool judged = budget.memory_bytes > 0;
+        const bool judged = budget.known();
         set(1, QString::number(row.micro_batch));
         set(2, q(format_bytes(row.planned_bytes)));
         set(3, q(format_bytes(row.needed)));

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "trainbench/dataset.hpp"
+#include "trainbench/memory_fit.hpp"
 #include "trainbench/run_config.hpp"
 
 class QComboBox;
@@ -34,6 +35,9 @@ public:
 
 private:
     void refresh();
+    // Whether a device other than the configured one is chosen, and the memory planned against.
+    bool otherDevice() const;
+    DeviceBudget budgetFor(const RunConfig& planned) const;
 
     QComboBox* target_ = nullptr;
     QDoubleSpinBox* memory_ = nullptr;

@@ -46,8 +46,6 @@ constexpr MemoryCategory kShownCategories[] = {MemoryCategory::parameters,      
                                                MemoryCategory::gradients,       MemoryCategory::optimizer_state,
                                                MemoryCategory::activations,     MemoryCategory::workspace};
 
-std::string precision_name(Precision p) { return to_string(p); }
-
 // 85.2M, 16.4K, 512
 std::string format_count(int64_t n) {
     char text[32];
@@ -65,7 +63,7 @@ std::string batch_shape(const RunConfig& config, int64_t micro_batch) {
 }
 
 std::string knobs(const RunConfig& config) {
-    std::string text = precision_name(config.precision);
+    std::string text = to_string(config.precision);
     if (config.gradient_checkpointing) text += ", checkpointing";
     if (config.zero > 0) text += ", ZeRO-" + std::to_string(config.zero);
     if (config.lora_rank > 0) text += ", LoRA rank " + std::to_string(config.lora_rank);
@@ -142,9 +140,9 @@ int run_plan(const PlanArguments& arguments) {
     const Dataset data = load_dataset(config.dataset, data_options_for(config));
     const RunPlan plan = plan_run(config, data);
     const DeviceBudget budget = device_budget(config, device_memory);
-    const bool judged = budget.memory_bytes > 0;
+    const bool judged = budget.known();
     const int64_t needed = needed_bytes(config, plan, budget);
-    const bool fits = judged && needed <= budget.memory_bytes;
+    const bool fits = budget.fits(needed);
     const int64_t fitting_step = smallest_step_size_that_fits(config, data, budget);
     std::vector<WhatIfRow> rows;
     // The advice for a plan that does not fit names a row of the table, so it is made then too.
@@ -157,7 +155,7 @@ int run_plan(const PlanArguments& arguments) {
                          {"trainable_parameters", plan.trainable_parameter_count},
                          {"device", config.device},
                          {"engine", engine},
-                         {"precision", precision_name(config.precision)},
+                         {"precision", to_string(config.precision)},
                          {"batch_size", config.batch_size},
                          {"step_size", plan.step_size},
                          {"processes", config.processes},

@@ -27,6 +27,10 @@ struct DeviceBudget {
     int64_t memory_bytes = 0;  // 0: unknown, the plan is shown without a verdict
     int64_t fixed_bytes = 0;   // held before the engine allocates (CUDA: kMeasuredCudaContextBytes)
     std::string description;   // "a CUDA GPU with 24 GiB", "this machine's 23.4 GiB of RAM"
+
+    // Whether there is a memory to judge plans against; whether `needed` bytes fit it.
+    bool known() const { return memory_bytes > 0; }
+    bool fits(int64_t needed) const { return known() && needed <= memory_bytes; }
 };
 
 // The budget for config.device: device_memory_bytes when given (> 0), else this machine's RAM
@@ -68,8 +72,8 @@ int64_t smallest_step_size_that_fits(RunConfig config, const Dataset& data, cons
 
 // One line for a plan that does not fit: by how much, the category that dominates, and the
 // what-if row that would help (the first that fits as it is, else the first that fits at a
-// larger step_size, else, when nothing fits even at micro-batch 1, what dominates there and the
-// row that needs least).
+// larger step_size, else, when nothing fits even at the smallest micro-batch, what dominates there
+// and the row that needs least).
 std::string does_not_fit_advice(const RunConfig& config, const Dataset& data, const RunPlan& plan,
                                 const DeviceBudget& budget, const std::vector<WhatIfRow>& rows);
 

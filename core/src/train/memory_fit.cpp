@@ -19,10 +19,6 @@ int64_t physical_memory_bytes() {
     return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
-// Whether the budget has a memory to judge plans against; whether `needed` fits it.
-bool judged(const DeviceBudget& budget) { return budget.memory_bytes > 0; }
-bool fits(int64_t needed, const DeviceBudget& budget) { return judged(budget) && needed <= budget.memory_bytes; }
-
 // The plan's bytes per process, or the reason the configuration cannot run.
 struct Planned {
     RunPlan plan;
@@ -36,6 +32,12 @@ Planned plan_of(const RunConfig& config, const Dataset& data) {
         planned.error = e.what();
     }
     return planned;
+}
+
+// The largest step_size the batch allows (each process's every micro-batch at least one sample):
+// the smallest micro-batch.
+int64_t largest_step_size(const RunConfig& config) {
+    return config.batch_size / std::max<int64_t>(1, config.processes);
 }
 
 // The category holding the most of a plan.
@@ -86,17 +88,17 @@ int64_t needed_bytes(const RunConfig& config, const RunPlan& plan, const DeviceB
 }
 
 int64_t smallest_step_size_that_fits(RunConfig config, const Dataset& data, const DeviceBudget& budget) {
-    if (!judged(budget)) return 0;
+    if (!budget.known()) return 0;
     config.memory_limit_bytes = 0;
     config.auto_fit = false;
     auto fits_at = [&](int64_t step) {
         config.step_size = step;
         const Planned planned = plan_of(config, data);
-        return planned.error.empty() && fits(needed_bytes(config, planned.plan, budget), budget);
+        return planned.error.empty() && budget.fits(needed_bytes(config, planned.plan, budget));
     };
     // A larger step_size never plans more (its micro-batch is no larger), so the smallest that
     // fits is found by bisection between 1 and the largest step_size the batch allows.
-    int64_t low = 1, high = config.batch_size / std::max<int64_t>(1, config.processes);
+    int64_t low = 1, high = largest_step_size(config);
     if (high < 1 || !fits_at(high)) return 0;
     while (low < high) {
         const int64_t middle = low + (high - low) / 2;
@@ -175,7 +177,7 @@ std::vector<WhatIfRow> what_if_table(const RunConfig& configured, const Dataset&
         row.planned_bytes = planned.plan.planned_total();
         row.needed = needed_bytes(config, planned.plan, budget);
         row.micro_batch = planned.plan.micro_batch;
-        row.fits = fits(row.needed, budget);
+        row.fits = budget.fits(row.needed);
         row.step_size_for_largest = smallest_step_size_that_fits(config, data, budget);
         if (row.step_size_for_largest > 0)
             row.largest_fitting_micro_batch =
@@ -202,21 +204,21 @@ std::string does_not_fit_advice(const RunConfig& config, const Dataset& data, co
             return line + "; it fits" + (&row == &rows.front() ? std::string() : " with " + row.change) +
                    " at step_size " + std::to_string(row.step_size_for_largest) + " (micro-batch " +
                    std::to_string(row.largest_fitting_micro_batch) + ")";
-    // Nothing fits at any micro-batch: what dominates at micro-batch 1, and the least of the rows.
-    RunConfig one = config;
-    one.memory_limit_bytes = 0;
-    one.auto_fit = false;
-    one.step_size = std::max<int64_t>(1, config.batch_size / std::max<int64_t>(1, config.processes));
-    while (one.step_size > 1 && largest_micro_batch(one.batch_size, one.step_size, one.processes) > 1) ++one.step_size;
-    std::string at_one;
-    const Planned planned_one = plan_of(one, data);
-    if (planned_one.error.empty())
-        at_one = " at micro-batch 1 it needs " + format_bytes(needed_bytes(one, planned_one.plan, budget)) + ", " +
-                 category_share(planned_one.plan.planned_bytes) + ";";
+    // Nothing fits at any micro-batch: what dominates at the smallest, and the least of the rows.
+    RunConfig smallest = config;
+    smallest.memory_limit_bytes = 0;
+    smallest.auto_fit = false;
+    smallest.step_size = std::max<int64_t>(1, largest_step_size(config));
+    std::string at_smallest;
+    const Planned planned_smallest = plan_of(smallest, data);
+    if (planned_smallest.error.empty())
+        at_smallest = " at micro-batch " + std::to_string(planned_smallest.plan.micro_batch) + " it needs " +
+                      format_bytes(needed_bytes(smallest, planned_smallest.plan, budget)) + ", " +
+                      category_share(planned_smallest.plan.planned_bytes) + ";";
     const WhatIfRow* least = nullptr;
     for (const WhatIfRow& row : rows)
         if (row.error.empty() && (!least || row.needed < least->needed)) least = &row;
-    return line + "; it does not fit at any micro-batch:" + at_one +
+    return line + "; it does not fit at any micro-batch:" + at_smallest +
            (least ? " the knobs that save most are " + least->change + " (" + format_bytes(least->needed) +
                         " at its configured micro-batch);"
                   : std::string()) +
