@@ -124,6 +124,13 @@ private:
             if (state_.seed != config_.seed)
                 throw Error("checkpoint in '" + config_.resume_dir + "' was made with --seed " + std::to_string(state_.seed) +
                             ", not " + std::to_string(config_.seed) + ": resume with the same seed");
+            // The stream starts at the checkpoint's global batch: it must be one of this run's
+            // epochs (a damaged file, or other data or batch size, would read past the data).
+            if (state_.epoch < 1 || state_.batch_in_epoch < 0 || state_.batch_in_epoch >= result_.plan.updates_per_epoch)
+                throw Error("checkpoint in '" + config_.resume_dir + "' resumes at global batch " +
+                            std::to_string(state_.batch_in_epoch) + " of epoch " + std::to_string(state_.epoch) +
+                            ", but an epoch of this run has " + std::to_string(result_.plan.updates_per_epoch) +
+                            " global batches: resume with the data and --batch-size it was written with");
         } else {
             ModelWeights weights;
             if (!config_.init_weights.empty()) {
