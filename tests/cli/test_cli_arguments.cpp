@@ -210,12 +210,12 @@ private slots:
                 setting.arguments << "--checkpoint-dir" << "ckpt";
                 json += ", \"checkpoint_dir\": \"ckpt\"";
             }
-            // LoRA adapts the GPT only, and only LoRA has adapters to save.
-            if (field.key == "lora_rank" || field.key == "save_adapters") {
+            // LoRA adapts the GPT only, and only LoRA has adapters to save and a base to quantize.
+            if (field.key == "lora_rank" || field.key == "save_adapters" || field.key == "lora_base") {
                 setting.arguments << "--model" << "gpt";
                 json += ", \"model\": \"gpt\"";
             }
-            if (field.key == "save_adapters") {
+            if (field.key == "save_adapters" || field.key == "lora_base") {
                 setting.arguments << "--lora-rank" << "4";
                 json += ", \"lora_rank\": 4";
             }

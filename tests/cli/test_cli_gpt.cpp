@@ -94,7 +94,7 @@ private slots:
         const auto table = read_metrics_csv(csv);
         QVERIFY(table.has_value());
         // With MPI, three more rows run 2 processes (data parallelism, ZeRO-1, ZeRO-2).
-        QCOMPARE(table->rows.size(), qsizetype{trainbench::mpi_built_in() ? 14 : 11});
+        QCOMPARE(table->rows.size(), qsizetype{trainbench::mpi_built_in() ? 15 : 12});
         for (int i = 0; i < table->rows.size(); ++i) {
             QVERIFY2(table->cell(i, "ok") == "1", qPrintable(table->cell(i, "error")));
             QVERIFY(table->cell(i, "tokens_per_second").toDouble() > 0.0);
@@ -111,6 +111,9 @@ private slots:
         // LoRA: no gradients or optimizer state for the frozen base.
         QCOMPARE(table->cell(10, "technique"), QString("PEFT (LoRA)"));
         QVERIFY2(peak(10) < peak(0), qPrintable(table->cell(10, "peak_memory_bytes") + " vs " + table->cell(0, "peak_memory_bytes")));
+        // QLoRA: the same, with the adapted layers' base in 4 bits.
+        QCOMPARE(table->cell(11, "technique"), QString("PEFT (QLoRA, 4-bit base)"));
+        QVERIFY2(peak(11) < peak(10), qPrintable(table->cell(11, "peak_memory_bytes") + " vs " + table->cell(10, "peak_memory_bytes")));
         QFile md(markdown);
         QVERIFY(md.open(QIODevice::ReadOnly));
         const QString text = QString::fromUtf8(md.readAll());

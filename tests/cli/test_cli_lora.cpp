@@ -1,8 +1,8 @@
 // LoRA fine-tuning through the CLI as a user runs it: pretrain a small GPT and save it, fine-tune
 // it with --lora-rank from --init-weights, save the adapters (PEFT's names, the rank and alpha in
 // the file's metadata) and the merged model, which a plain run then loads; the plan shows the
-// trainable share and the memory plan gradients and optimizer state for the adapters only. Wrong
-// input gets one line naming the flag.
+// trainable share and the memory plan gradients and optimizer state for the adapters only. The
+// same with QLoRA's 4-bit base, stopped and resumed. Wrong input gets one line naming the flag.
 #include <QFile>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -106,6 +106,42 @@ private slots:
                  qPrintable(tune.out));
     }
 
+    // QLoRA as a user runs it: the same fine-tune with --lora-base nf4. The plan names it and
+    // counts the 4-bit base; a run stopped at a checkpoint and resumed ends with the same merged
+    // weights as one that ran through (the checkpoint carries the NF4 storage); the merged model
+    // (dequantized base + adapters) loads as a plain GPT.
+    void qlora_fine_tune_resumes_to_the_same_weights() {
+        const QString base = scratch_.filePath("base_for_qlora.safetensors");
+        const CliRun pretrain = run_cli(small_gpt({"--max-steps", "5", "--save-weights", base}));
+        QVERIFY2(pretrain.exit_code == 0, CLI_DIAGNOSTICS(pretrain));
+        const QStringList qlora = small_gpt({"--init-weights", base, "--lora-rank", "4", "--lora-base", "nf4"});
+        const QString whole = scratch_.filePath("qlora_whole.safetensors");
+        const CliRun through = run_cli(qlora + QStringList{"--max-steps", "6", "--save-weights", whole});
+        QVERIFY2(through.exit_code == 0, CLI_DIAGNOSTICS(through));
+        QVERIFY2(through.out.contains("QLoRA r4"), qPrintable(through.out));
+        QVERIFY2(through.out.contains("adapters merged into the base"), qPrintable(through.out));
+        // The base of the 8 adapted layers (2 blocks x (96 + 32 + 128 + 32) x 32 weights) in NF4
+        // at about 4.1 bits a weight, instead of 4 bytes: the parameters are under 1/3 of LoRA's.
+        const CliRun lora = run_cli(small_gpt({"--init-weights", base, "--lora-rank", "4", "--max-steps", "1"}));
+        QVERIFY2(lora.exit_code == 0, CLI_DIAGNOSTICS(lora));
+        QVERIFY2(planned(through.out, "parameters") > 0 && planned(through.out, "parameters") < planned(lora.out, "parameters") / 3,
+                 qPrintable(through.out + lora.out));
+
+        const QString checkpoints = scratch_.filePath("qlora_checkpoints");
+        const CliRun half = run_cli(qlora + QStringList{"--max-steps", "3", "--checkpoint-every", "3", "--checkpoint-dir", checkpoints});
+        QVERIFY2(half.exit_code == 0, CLI_DIAGNOSTICS(half));
+        const QString resumed_path = scratch_.filePath("qlora_resumed.safetensors");
+        const CliRun resumed = run_cli(qlora + QStringList{"--max-steps", "6", "--resume", checkpoints, "--save-weights", resumed_path});
+        QVERIFY2(resumed.exit_code == 0, CLI_DIAGNOSTICS(resumed));
+        QVERIFY2(resumed.out.contains("resumed from the checkpoint of update 3"), qPrintable(resumed.out));
+        const auto a = trainbench::load_weights(whole.toStdString());
+        const auto b = trainbench::load_weights(resumed_path.toStdString());
+        QCOMPARE(a.tensors.size(), b.tensors.size());
+        for (const auto& t : a.tensors) QVERIFY2(b.find(t.name)->data == t.data, t.name.c_str());
+        const CliRun plain = run_cli(small_gpt({"--max-steps", "1", "--init-weights", whole}));
+        QVERIFY2(plain.exit_code == 0, CLI_DIAGNOSTICS(plain));
+    }
+
     void wrong_input_gets_one_line() {
         struct Case {
             QStringList arguments;
@@ -123,6 +159,10 @@ private slots:
              "on one side, which bounds the rank of its update; use --lora-rank 32 or less"},
             {small_gpt({"--lora-rank", "4", "--lora-alpha", "nan"}), "--lora-alpha"},
             {{"train", "--dataset", "spirals", "--lora-rank", "4"}, "LoRA adapts a GPT's attention and MLP layers; use --model gpt"},
+            {small_gpt({"--lora-base", "nf4"}),
+             "invalid --lora-base: a 4-bit base (QLoRA) is LoRA's frozen base; add --model gpt --lora-rank R or leave out "
+             "--lora-base nf4"},
+            {small_gpt({"--lora-rank", "4", "--lora-base", "int4"}), "unknown lora_base 'int4': expected full or nf4"},
         };
         for (const Case& c : cases) {
             const CliRun run = run_cli(c.arguments);

@@ -63,6 +63,8 @@ private slots:
         QTest::newRow("gpt bf16 checkpointing") << small_gpt() + QStringList{"--precision", "bf16", "--gradient-checkpointing"};
         QTest::newRow("gpt fp16") << small_gpt() + QStringList{"--precision", "fp16"};
         QTest::newRow("gpt lora") << small_gpt() + QStringList{"--lora-rank", "4"};
+        QTest::newRow("gpt qlora") << small_gpt() + QStringList{"--lora-rank", "4", "--lora-base", "nf4"};
+        QTest::newRow("gpt qlora bf16") << small_gpt() + QStringList{"--lora-rank", "4", "--lora-base", "nf4", "--precision", "bf16"};
         if (QFile::exists("/usr/share/datasets/fashion-mnist"))
             QTest::newRow("cnn") << QStringList{"--model", "cnn", "--dataset", "fashion-mnist", "--batch-size", "16",
                                                 "--threads", "1", "--eval-samples", "64"};

@@ -19,6 +19,9 @@ enum class FusedKernels { on, off };
 // it is faster than Eigen on this CPU (its bf16 kernels where the CPU multiplies bf16 natively,
 // AMX or AVX512_BF16; its fp32 kernels where it has AVX-512), Eigen elsewhere.
 enum class CpuProducts { automatic, eigen, onednn };
+// --lora-base: how a LoRA fine-tune stores the frozen base weights of its adapted layers: in the
+// run's precision (full), or as QLoRA's 4-bit NormalFloat with double quantization (nf4).
+enum class LoraBase { full, nf4 };
 
 // Hyper-parameters follow torch.optim's names and defaults. Unset optionals resolve to the
 // chosen optimizer's PyTorch default (see resolved_*()).
@@ -74,6 +77,7 @@ struct RunConfig {
     int64_t lora_rank = 0;
     double lora_alpha = 8.0;
     std::string lora_targets = "attn,mlp";     // c_attn, c_proj, c_fc, attn, mlp (comma-separated)
+    LoraBase lora_base = LoraBase::full;       // nf4: QLoRA (precision/nf4.hpp)
 
     // Batching: batch_size samples per optimizer update (the global batch), split into
     // step_size contiguous micro-batches whose gradients are accumulated.
@@ -132,6 +136,7 @@ std::string to_string(Precision);
 std::string to_string(ModelFamily);
 std::string to_string(FusedKernels);
 std::string to_string(CpuProducts);
+std::string to_string(LoraBase);
 // Parsers throw Error naming the field and the accepted values.
 Activation parse_activation(const std::string&);
 OptimizerKind parse_optimizer(const std::string&);
@@ -140,6 +145,7 @@ Precision parse_precision(const std::string&);
 ModelFamily parse_model_family(const std::string&);
 FusedKernels parse_fused_kernels(const std::string&);
 CpuProducts parse_cpu_products(const std::string&);
+LoraBase parse_lora_base(const std::string&);
 // Every name the parser of Enum accepts, in declaration order: the choices of a form's list.
 template <class Enum>
 std::vector<std::string> names_of();
@@ -150,6 +156,7 @@ template <> std::vector<std::string> names_of<Precision>();
 template <> std::vector<std::string> names_of<ModelFamily>();
 template <> std::vector<std::string> names_of<FusedKernels>();
 template <> std::vector<std::string> names_of<CpuProducts>();
+template <> std::vector<std::string> names_of<LoraBase>();
 
 // The defaults of a model family: RunConfig{} for the MLP; for the GPT, nanoGPT's recipe
 // (AdamW lr 1e-3, betas 0.9/0.95, weight decay 0.1, clipping at 1.0, 100 warmup updates then

@@ -26,6 +26,7 @@ enum class Technique {
     data_preloading,         // prefetch 2 micro-batches on a loader thread (or off)
     fused_kernels,           // --fused toggled: what torch.compile does
     peft_lora,               // GPT only: LoRA rank 8 on attn and mlp, the base frozen (or LoRA off)
+    peft_qlora,              // GPT only: the same with the adapted layers' base in NF4 (or in full)
     // Several processes (they need ComparisonOptions::run_processes):
     data_parallel,           // 2 processes sharing each global batch, the cores divided among them
     zero_1,                  // 2 processes, ZeRO-1 (optimizer state sharded)
@@ -33,7 +34,7 @@ enum class Technique {
 };
 std::string to_string(Technique);
 // Every single-process technique in table order, the baseline first (compare_techniques leaves
-// out PEFT (LoRA) for models other than the GPT).
+// out the PEFT rows for models other than the GPT).
 std::vector<Technique> all_techniques();
 // The rows that run in several processes (MPI), in table order.
 std::vector<Technique> multi_process_techniques();

@@ -18,6 +18,9 @@
 
 namespace trainbench {
 
+// Checkpoint tensors that hold an NF4 weight's storage (ComputeEngine::quantized_weights).
+inline const std::string kNf4StoragePrefix = "nf4_storage.";
+
 class ProcessGroup;
 
 struct EngineSpec {
@@ -103,6 +106,11 @@ public:
     // ZeRO it is gathered from every process: all of them call it together.
     virtual std::vector<NamedTensor> optimizer_state() const = 0;
     virtual void set_optimizer_state(const std::vector<NamedTensor>& state) = 0;
+    // QLoRA's NF4 base as stored, one tensor per NF4 weight named kNf4StoragePrefix + its name
+    // (a byte per value), for checkpoints: weights() gives its dequantized values, which would
+    // not quantize back to the same bits. Engines without NF4 weights have none.
+    virtual std::vector<NamedTensor> quantized_weights() const { return {}; }
+    virtual void set_quantized_weights(const std::vector<NamedTensor>&) {}
 
     virtual MemoryReport memory() const = 0;
     virtual void release_cache() = 0;

@@ -20,6 +20,7 @@ ModelDesc build_model(const RunConfig& config, const Dataset& data) {
         shape.lora.rank = config.lora_rank;
         shape.lora.alpha = config.lora_alpha;
         if (config.lora_rank > 0) shape.lora.targets = parse_lora_targets(config.lora_targets);
+        shape.lora.nf4_base = config.lora_rank > 0 && config.lora_base == LoraBase::nf4;
         return build_gpt(shape);
     }
     if (data.task == Task::language_model)

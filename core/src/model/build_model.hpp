@@ -32,6 +32,7 @@ struct LoraShape {
     int64_t rank = 0;
     double alpha = 8.0;
     LoraTargets targets;
+    bool nf4_base = false;  // QLoRA: the adapted layers' frozen W stored as NF4 (ParamDesc::nf4)
 };
 
 struct GptShape {

@@ -105,6 +105,7 @@ private:
                             1.0f / std::sqrt(static_cast<float>(in)));
         const int b = param(module + kLoraBSuffix, {rows_out, r}, true, InitRule::zeros, 0.0f);
         const int down = tensor(module + ".lora_down", s_.block_size * r);
+        m_.params[static_cast<size_t>(weight)].nf4 = s_.lora.nf4_base;
         op(OpKind::lora_linear, {x}, {out, down}, {weight, bias, a, b}, segment).lora_scale =
             static_cast<float>(s_.lora.alpha / static_cast<double>(r));
     }
@@ -125,7 +126,7 @@ private:
         m_.params = std::move(params);
         for (OpDesc& o : m_.ops)
             for (int& p : o.params) p = new_id[static_cast<size_t>(p)];
-        m_.summary += " LoRA r" + std::to_string(s_.lora.rank);
+        m_.summary += (s_.lora.nf4_base ? " QLoRA r" : " LoRA r") + std::to_string(s_.lora.rank);
     }
 
     int layernorm(int x, const std::string& name, int weight, int bias, int segment) {

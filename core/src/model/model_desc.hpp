@@ -29,6 +29,9 @@ struct ParamDesc {
     // Frozen tensors (a LoRA fine-tune's base weights) get no gradient and no optimizer state;
     // nothing upstream of the trainable ones needs a gradient either, as torch's autograd prunes.
     bool trainable = true;
+    // Frozen and stored as QLoRA's NF4 (precision/nf4.hpp) outside the flat parameter store: a
+    // 4-bit base weight that each product dequantizes right before it multiplies.
+    bool nf4 = false;
     int64_t numel() const;
 };
 

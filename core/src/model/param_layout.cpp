@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
+#include "precision/nf4.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -34,10 +36,18 @@ std::string shape_hint(const ModelDesc& model, const std::string& name) {
 ParamLayout make_param_layout(const ModelDesc& model) {
     ParamLayout layout;
     layout.offset.assign(model.params.size(), 0);
+    layout.nf4_offset.assign(model.params.size(), -1);
     auto place = [&](bool trainable, bool decayed) {
         for (size_t i = 0; i < model.params.size(); ++i) {
             const ParamDesc& p = model.params[i];
             if (p.trainable != trainable || (trainable && p.decay != decayed)) continue;
+            if (p.nf4) {
+                if (p.trainable) throw std::logic_error("param layout: an NF4 tensor '" + p.name + "' is trainable");
+                layout.offset[i] = -1;
+                layout.nf4_offset[i] = layout.nf4_bytes;
+                layout.nf4_bytes += nf4_sizes(p.numel()).total_bytes();
+                continue;
+            }
             layout.offset[i] = layout.count;
             layout.count += p.numel();
         }
@@ -74,43 +84,66 @@ void check_weights_shape(const ModelWeights& weights, const ModelDesc& model) {
                         shape_hint(model, t.name));
 }
 
-void scatter_weights(const ModelDesc& model, const ParamLayout& layout, const ModelWeights& weights, float* store) {
+namespace {
+
+Nf4Tensor nf4_part(const ParamLayout& layout, size_t param, int64_t elements, const uint8_t* nf4_store) {
+    if (!nf4_store) throw std::logic_error("param layout: an NF4 tensor without an NF4 store");
+    return nf4_tensor(const_cast<uint8_t*>(nf4_store) + layout.nf4_offset[param], elements);
+}
+
+}  // namespace
+
+void scatter_weights(const ModelDesc& model, const ParamLayout& layout, const ModelWeights& weights, float* store,
+                     uint8_t* nf4_store) {
     check_weights_shape(weights, model);
     for (size_t i = 0; i < model.params.size(); ++i) {
         const ParamDesc& p = model.params[i];
         const NamedTensor* t = weights.find(p.name);
         if (!t) t = weights.find(p.alias);
-        std::copy(t->data.begin(), t->data.end(), store + layout.offset[i]);
+        if (layout.nf4_offset[i] >= 0)
+            quantize_nf4(t->data.data(), nf4_part(layout, i, p.numel(), nf4_store));
+        else
+            std::copy(t->data.begin(), t->data.end(), store + layout.offset[i]);
     }
 }
 
 namespace {
 
-ModelWeights gather(const ModelDesc& model, const ParamLayout& layout, const float* store, bool trainable_only) {
+ModelWeights gather(const ModelDesc& model, const ParamLayout& layout, const float* store, bool trainable_only,
+                    const uint8_t* nf4_store) {
+    auto values = [&](size_t i) {
+        const ParamDesc& p = model.params[i];
+        if (layout.nf4_offset[i] < 0) {
+            const float* begin = store + layout.offset[i];
+            return std::vector<float>(begin, begin + p.numel());
+        }
+        std::vector<float> out(static_cast<size_t>(p.numel()));
+        dequantize_nf4(nf4_part(layout, i, p.numel(), nf4_store), 0, p.numel(), Precision::fp32, out.data());
+        return out;
+    };
     ModelWeights weights;
     for (size_t i = 0; i < model.params.size(); ++i) {
         const ParamDesc& p = model.params[i];
         if (trainable_only && !p.trainable) continue;
-        const float* begin = store + layout.offset[i];
-        weights.tensors.push_back({p.name, p.shape, std::vector<float>(begin, begin + p.numel())});
+        weights.tensors.push_back({p.name, p.shape, values(i)});
     }
     for (size_t i = 0; i < model.params.size(); ++i) {
         const ParamDesc& p = model.params[i];
         if (p.alias.empty() || (trainable_only && !p.trainable)) continue;
-        const float* begin = store + layout.offset[i];
-        weights.tensors.push_back({p.alias, p.shape, std::vector<float>(begin, begin + p.numel())});
+        weights.tensors.push_back({p.alias, p.shape, values(i)});
     }
     return weights;
 }
 
 }  // namespace
 
-ModelWeights gather_weights(const ModelDesc& model, const ParamLayout& layout, const float* store) {
-    return gather(model, layout, store, false);
+ModelWeights gather_weights(const ModelDesc& model, const ParamLayout& layout, const float* store,
+                            const uint8_t* nf4_store) {
+    return gather(model, layout, store, false, nf4_store);
 }
 
 ModelWeights gather_trainable(const ModelDesc& model, const ParamLayout& layout, const float* store) {
-    return gather(model, layout, store, true);
+    return gather(model, layout, store, true, nullptr);
 }
 
 }  // namespace trainbench

@@ -358,12 +358,19 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                     const int64_t rank = m.params[static_cast<size_t>(op.params[2])].shape[0];
                     plan.scratch_floats = std::max(plan.scratch_floats, lora_backward_scratch_floats(plan.micro_batch * op.rows_per_sample, rank));
                 }
+                const bool nf4 = m.params[static_cast<size_t>(op.params[0])].nf4;
+                if (nf4) {
+                    plan.packed[o].nf4 = true;
+                    const int64_t bytes = plan.products == ProductKernel::onednn_bf16 ? 2 : 4;
+                    plan.nf4_tile_bytes = std::max(plan.nf4_tile_bytes, align(in * out) * bytes);
+                }
                 if (op.kind != OpKind::conv2d && plan.products != ProductKernel::eigen) {
                     PackedLinear& p = plan.packed[o];
                     p.onednn = true;
                     p.input_grad = requires_grad[static_cast<size_t>(op.inputs[0])];
                     const bool bias = op.params.size() > 1;
-                    if (plan.sixteen_bit() && plan.products == ProductKernel::onednn_f32) p.widened_weight_offset = take(in * out);
+                    if (plan.sixteen_bit() && plan.products == ProductKernel::onednn_f32 && !nf4)
+                        p.widened_weight_offset = take(in * out);
                     if (plan.sixteen_bit() && bias) p.widened_bias_offset = take(out);
                     const MatmulOperands operands =
                         plan.products == ProductKernel::onednn_bf16 ? MatmulOperands::bf16 : MatmulOperands::f32;
@@ -381,11 +388,15 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                     plan.scratch_floats = std::max(plan.scratch_floats, conv2d_scratch_floats(conv_shape(m, op), plan.micro_batch));
                 PackedLinear& p = plan.packed[o];
                 p.forward = make_packed_layout(PackedOperand::weights, in, out, plan.threads);
-                p.forward_offset = take(p.forward.total_floats() + out);
-                if (requires_grad[static_cast<size_t>(op.inputs[0])]) {
-                    p.transposed = make_packed_layout(PackedOperand::weights_transposed, in, out, plan.threads);
-                    p.transposed_offset = take(p.transposed.total_floats());
+                const bool input_grad = requires_grad[static_cast<size_t>(op.inputs[0])];
+                if (input_grad) p.transposed = make_packed_layout(PackedOperand::weights_transposed, in, out, plan.threads);
+                if (nf4) {  // packed into the tile per product; the bias is read where it is stored
+                    plan.nf4_packed_tile_floats = std::max(
+                        {plan.nf4_packed_tile_floats, p.forward.total_floats(), input_grad ? p.transposed.total_floats() : 0});
+                    break;
                 }
+                p.forward_offset = take(p.forward.total_floats() + out);
+                if (input_grad) p.transposed_offset = take(p.transposed.total_floats());
                 break;
             }
             case OpKind::layernorm: {
@@ -459,7 +470,7 @@ void plan_staging(GraphPlan& plan) {
                                       !m.params[static_cast<size_t>(op.params[0])].trainable);
         if (!widened_weights) continue;
         int64_t weights = 0;
-        for (int p : op.params) weights += m.params[static_cast<size_t>(p)].numel();
+        for (int p : op.params) weights += plan.staged_floats(p);
         plan.weight_staging_floats = std::max(plan.weight_staging_floats, weights);
     }
 }
@@ -506,11 +517,14 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const Pla
     } else {
         add(MemoryCategory::parameters, p * 4);
     }
+    if (plan.params.nf4_bytes > 0) add(MemoryCategory::parameters, plan.params.nf4_bytes);
     add(MemoryCategory::gradients, plan.gradient_floats() * 4);
     if (plan.optimizer_slots > 0)
         add(MemoryCategory::optimizer_state, plan.optimizer_shard.size() * 4 * plan.optimizer_slots);
     if (plan.optimizer_scratch_floats > 0) add(MemoryCategory::workspace, plan.optimizer_scratch_floats * 4);
     add(MemoryCategory::workspace, plan.packed_floats * 4);
+    if (plan.nf4_tile_bytes > 0) add(MemoryCategory::workspace, plan.nf4_tile_bytes);
+    if (plan.nf4_packed_tile_floats > 0) add(MemoryCategory::workspace, plan.nf4_packed_tile_floats * 4);
     if (plan.onednn_scratchpad_bytes > 0) add(MemoryCategory::workspace, plan.threads * plan.onednn_scratchpad_bytes);
     plan.first_step_buffer = plan.buffers.size();
     if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets

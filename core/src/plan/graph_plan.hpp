@@ -46,6 +46,9 @@ struct PackedLinear {
     bool input_grad = false;
     int64_t widened_weight_offset = -1;  // floats into the packed block; -1: none
     int64_t widened_bias_offset = -1;
+    // QLoRA: W is stored as NF4 and dequantized into the NF4 tile right before each product
+    // (Eigen's: then packed into the NF4 packed tile); nothing of it is packed or widened.
+    bool nf4 = false;
 };
 
 struct GraphPlan {
@@ -135,6 +138,11 @@ struct GraphPlan {
     int64_t packed_floats = 0;
     // oneDNN's scratchpad, per member of the worker team (a region each, persistent workspace).
     int64_t onednn_scratchpad_bytes = 0;
+    // QLoRA: one NF4 weight at a time dequantized as its products read it (bf16 codes for
+    // oneDNN's bf16 products, fp32 otherwise), and for Eigen's products packed; persistent
+    // workspace, each as large as the largest NF4 weight needs.
+    int64_t nf4_tile_bytes = 0;
+    int64_t nf4_packed_tile_floats = 0;
     int64_t scratch_floats = 0;        // the largest kernel scratch
     int64_t token_elements = 0;        // int32 inputs and targets of a token micro-batch
 
@@ -150,8 +158,8 @@ struct GraphPlan {
     int64_t weight_staging_floats = 0;
 
     // Every allocation, persistent ones first (the weights: fp32, or fp32 master weights and the
-    // 16-bit working copy; gradients; optimizer state; packed weights; oneDNN's scratchpads when
-    // it runs the products); per-micro-batch ones
+    // 16-bit working copy; QLoRA's NF4 store; gradients; optimizer state; packed weights; the NF4
+    // tiles; oneDNN's scratchpads when it runs the products); per-micro-batch ones
     // after `first_step_buffer` (the gradient bucket block, when planned, follows the activation
     // gradients' block; 16-bit runs append the stagings).
     std::vector<PlannedBuffer> buffers;
@@ -165,6 +173,12 @@ struct GraphPlan {
         return {begin, begin + model.params[static_cast<size_t>(p)].numel()};
     }
     bool sixteen_bit() const { return precision != Precision::fp32; }
+    // Floats parameter p takes in the weight staging: NF4 weights are dequantized into the NF4
+    // tile instead.
+    int64_t staged_floats(int p) const {
+        const ParamDesc& d = model.params[static_cast<size_t>(p)];
+        return d.nf4 ? 0 : d.numel();
+    }
     // Fused attention in a bf16 run whose products run in oneDNN multiplies in oneDNN too
     // (attention_forward_onednn); otherwise in Eigen.
     bool attention_in_onednn() const { return fused && products == ProductKernel::onednn_bf16; }

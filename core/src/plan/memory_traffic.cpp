@@ -2,6 +2,7 @@
 
 #include "nn/conv2d.hpp"
 #include "optim/eager_optimizer.hpp"
+#include "precision/nf4.hpp"
 
 namespace trainbench {
 namespace {
@@ -14,7 +15,14 @@ public:
     int64_t tensor(int t) const { return plan_.tensor_elements[static_cast<size_t>(t)] * plan_.element_bytes(t); }
     // fp32 bytes of a tensor's size (gradients, stagings and scratch are fp32).
     int64_t fp32(int t) const { return plan_.tensor_elements[static_cast<size_t>(t)] * 4; }
-    int64_t param(int p) const { return m_.params[static_cast<size_t>(p)].numel() * 4; }
+    int64_t param(int p) const {
+        const ParamDesc& d = m_.params[static_cast<size_t>(p)];
+        if (!d.nf4) return d.numel() * 4;
+        // QLoRA: the 4-bit storage read, the weight dequantized into the NF4 tile and read from
+        // there by the product; Eigen's products pack it first, a write and a read more.
+        const int64_t tile = d.numel() * (plan_.products == ProductKernel::onednn_bf16 ? 2 : 4);
+        return nf4_sizes(d.numel()).total_bytes() + (plan_.products == ProductKernel::eigen ? 4 : 2) * tile;
+    }
     int64_t params(const OpDesc& op) const {
         int64_t bytes = 0;
         for (int p : op.params) bytes += param(p);

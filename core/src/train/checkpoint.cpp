@@ -56,6 +56,7 @@ void write_checkpoint(const std::string& directory, const ComputeEngine& engine,
     if (error) throw Error("cannot create checkpoint folder '" + directory + "': " + error.message());
     std::vector<NamedTensor> tensors = engine.weights().tensors;
     for (auto& t : engine.optimizer_state()) tensors.push_back(std::move(t));
+    for (auto& t : engine.quantized_weights()) tensors.push_back(std::move(t));
     const std::map<std::string, std::string> metadata{
         {"format", kFormat},
         {"update", std::to_string(state.update)},
@@ -84,16 +85,22 @@ LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
     const auto tensors = read_safetensors(path, &metadata);
     if (field(metadata, "format", path) != kFormat)
         throw Error("checkpoint '" + path + "' has format '" + metadata["format"] + "', expected " + kFormat);
-    // The model's tensors by name; the optimizer state ("optimizer.*") is read separately.
+    // The model's tensors by name; the optimizer state ("optimizer.*") and QLoRA's NF4 storage
+    // are read separately.
     ModelWeights weights;
     for (const auto& t : tensors)
-        if (t.name.rfind("optimizer.", 0) != 0) weights.tensors.push_back(t);
+        if (t.name.rfind("optimizer.", 0) != 0 && t.name.rfind(kNf4StoragePrefix, 0) != 0) weights.tensors.push_back(t);
     try {
         check_weights_shape(weights, model);
     } catch (const Error& e) {
         throw Error("checkpoint '" + path + "' does not match the model (" + e.what() + ")");
     }
     engine.set_weights(weights);
+    try {
+        engine.set_quantized_weights(tensors);
+    } catch (const Error& e) {
+        throw Error("checkpoint '" + path + "': " + e.what());
+    }
     engine.set_optimizer_state(tensors);
     LoopState state;
     auto integer = [&](const char* key) { return std::stoll(field(metadata, key, path)); };

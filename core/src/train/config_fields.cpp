@@ -132,6 +132,11 @@ std::vector<ConfigField> make_fields() {
          .kind = K::text, .families = {gpt},
          .details = "The Linear layers of each block that get adapters, by PEFT's module names: c_attn (query, key, value), c_proj (both output projections), c_fc (the MLP's widening layer); attn is c_attn and attn.c_proj, mlp is c_fc and mlp.c_proj.",
          .access = RUN_CONFIG_MEMBER(lora_targets)},
+        {.key = "lora_base", .flag = "--lora-base", .label = "LoRA base", .group = kModel,
+         .help = "full|nf4: the frozen base of the adapted layers in the run's precision, or 4-bit (QLoRA)",
+         .kind = K::choice, .families = {gpt},
+         .details = "QLoRA (Dettmers et al. 2023) with nf4: the frozen weights of the layers that get adapters are stored as 4-bit NormalFloat in blocks of 64, each block's scale quantized again to 8 bits (double quantization), about 4.13 bits a weight instead of 32 (or 16 in mixed precision), laid out as bitsandbytes stores them. Each product dequantizes its weight into a workspace the size of one weight, in the run's precision, right before it multiplies, as bitsandbytes does, so every product pays for a dequantization. The adapters, their gradients and optimizer state stay in full precision; layers without adapters, the embeddings and LayerNorms keep the run's precision.",
+         .access = RUN_CONFIG_CHOICE(lora_base, &parse_lora_base)},
 
         {.key = "channels", .flag = "--channels", .label = "Conv channels", .group = kModel,
          .help = "channels of the convolution blocks (3x3 conv, activation, 2x2 max-pool), e.g. 32,64", .kind = K::layer_widths,

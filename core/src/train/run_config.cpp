@@ -69,6 +69,7 @@ constexpr NameTable<Precision, 3> kPrecisionNames{{{Precision::fp32, "fp32"},
 constexpr NameTable<FusedKernels, 2> kFusedKernelsNames{{{FusedKernels::on, "on"}, {FusedKernels::off, "off"}}};
 constexpr NameTable<CpuProducts, 3> kCpuProductsNames{
     {{CpuProducts::automatic, "auto"}, {CpuProducts::eigen, "eigen"}, {CpuProducts::onednn, "onednn"}}};
+constexpr NameTable<LoraBase, 2> kLoraBaseNames{{{LoraBase::full, "full"}, {LoraBase::nf4, "nf4"}}};
 
 template <typename Enum, size_t N>
 std::string name_of(const NameTable<Enum, N>& table, Enum value) {
@@ -119,6 +120,7 @@ std::string to_string(Precision p) { return name_of(kPrecisionNames, p); }
 std::string to_string(ModelFamily f) { return name_of(kModelFamilyNames, f); }
 std::string to_string(FusedKernels f) { return name_of(kFusedKernelsNames, f); }
 std::string to_string(CpuProducts p) { return name_of(kCpuProductsNames, p); }
+std::string to_string(LoraBase b) { return name_of(kLoraBaseNames, b); }
 
 Activation parse_activation(const std::string& s) {
     return parse_name(kActivationNames, s, "activation");
@@ -137,6 +139,7 @@ ModelFamily parse_model_family(const std::string& s) {
 }
 FusedKernels parse_fused_kernels(const std::string& s) { return parse_name(kFusedKernelsNames, s, "fused"); }
 CpuProducts parse_cpu_products(const std::string& s) { return parse_name(kCpuProductsNames, s, "cpu_products"); }
+LoraBase parse_lora_base(const std::string& s) { return parse_name(kLoraBaseNames, s, "lora_base"); }
 
 template <> std::vector<std::string> names_of<Activation>() { return all_names(kActivationNames); }
 template <> std::vector<std::string> names_of<OptimizerKind>() { return all_names(kOptimizerNames); }
@@ -145,6 +148,7 @@ template <> std::vector<std::string> names_of<Precision>() { return all_names(kP
 template <> std::vector<std::string> names_of<ModelFamily>() { return all_names(kModelFamilyNames); }
 template <> std::vector<std::string> names_of<FusedKernels>() { return all_names(kFusedKernelsNames); }
 template <> std::vector<std::string> names_of<CpuProducts>() { return all_names(kCpuProductsNames); }
+template <> std::vector<std::string> names_of<LoraBase>() { return all_names(kLoraBaseNames); }
 
 RunConfig default_config(ModelFamily family) {
     RunConfig c;
@@ -403,6 +407,9 @@ void validate(const RunConfig& c) {
     // must not be ignored.
     if (c.model != ModelFamily::gpt && c.lora_rank > 0)
         reject("lora_rank", "LoRA adapts a GPT's attention and MLP layers; use --model gpt or leave out --lora-rank");
+    if (c.lora_base == LoraBase::nf4 && !(c.model == ModelFamily::gpt && c.lora_rank > 0))
+        reject("lora_base", "a 4-bit base (QLoRA) is LoRA's frozen base; add --model gpt --lora-rank R or leave out "
+                            "--lora-base nf4");
     if (!c.save_adapters.empty() && !(c.model == ModelFamily::gpt && c.lora_rank > 0))
         reject("save_adapters", "there are no adapters to save without LoRA; add --model gpt --lora-rank R or leave "
                                 "out --save-adapters");

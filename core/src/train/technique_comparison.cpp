@@ -26,6 +26,7 @@ std::string to_string(Technique technique) {
         case Technique::data_preloading: return "data preloading";
         case Technique::fused_kernels: return "fused kernels (torch.compile)";
         case Technique::peft_lora: return "PEFT (LoRA)";
+        case Technique::peft_qlora: return "PEFT (QLoRA, 4-bit base)";
         case Technique::data_parallel: return "data parallelism";
         case Technique::zero_1: return "DeepSpeed ZeRO-1";
         case Technique::zero_2: return "DeepSpeed ZeRO-2";
@@ -44,7 +45,8 @@ std::vector<Technique> all_techniques() {
             Technique::optimizer_choice,
             Technique::data_preloading,
             Technique::fused_kernels,
-            Technique::peft_lora};
+            Technique::peft_lora,
+            Technique::peft_qlora};
 }
 
 std::vector<Technique> multi_process_techniques() {
@@ -74,6 +76,8 @@ TechniqueClaim claimed_effect(Technique technique) {
         // torch.compile and PEFT as Hugging Face's single-GPU training guide lists them.
         case Technique::fused_kernels: return {"yes", "no"};
         case Technique::peft_lora: return {"no", "yes"};
+        // The QLoRA paper: the 4-bit base saves memory; each product dequantizes it first.
+        case Technique::peft_qlora: return {"no (slower)", "yes"};
         // Not in the guide's table: more workers on the same global batch.
         case Technique::data_parallel: return {"yes", "no"};
         case Technique::zero_1:
@@ -278,6 +282,20 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
                           (variant.lora_rank > 0 ? " (base frozen, adapters on " + variant.lora_targets + ")" : "");
             validate(variant);
             break;
+        case Technique::peft_qlora: {
+            if (base.model != ModelFamily::gpt)
+                throw Error("PEFT (QLoRA) adapts a GPT's attention and MLP layers; compare with --model gpt");
+            // LoRA at the baseline's rank (8 without one) with the base in 4 bits, or back in full
+            // where the baseline already quantizes it.
+            const bool quantized = base.lora_rank > 0 && base.lora_base == LoraBase::nf4;
+            variant.lora_rank = base.lora_rank > 0 ? base.lora_rank : 8;
+            variant.lora_base = quantized ? LoraBase::full : LoraBase::nf4;
+            description = (base.lora_rank == 0 ? arrow("lora_rank", "0", std::to_string(variant.lora_rank)) + ", " : "") +
+                          arrow("lora_base", to_string(base.lora_base), to_string(variant.lora_base)) +
+                          (quantized ? "" : " (base frozen in NF4, adapters on " + variant.lora_targets + ")");
+            validate(variant);
+            break;
+        }
         case Technique::data_parallel:
         case Technique::zero_1:
         case Technique::zero_2: {
@@ -311,9 +329,9 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
     auto stopped = [stop] { return stop && stop->load(); };
 
     std::vector<Technique> techniques = options.techniques;
-    // LoRA adapts a GPT's layers: other models have no row for it.
+    // LoRA adapts a GPT's layers: other models have no rows for it.
     if (base.model != ModelFamily::gpt)
-        techniques.erase(std::remove(techniques.begin(), techniques.end(), Technique::peft_lora), techniques.end());
+        std::erase_if(techniques, [](Technique t) { return t == Technique::peft_lora || t == Technique::peft_qlora; });
     // Every change is measured against the baseline, so it always runs, and first.
     techniques.erase(std::remove(techniques.begin(), techniques.end(), Technique::baseline),
                      techniques.end());

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -52,6 +53,7 @@
 #include "plan/graph_plan.hpp"
 #include "plan/memory_traffic.hpp"
 #include "precision/half_float.hpp"
+#include "precision/nf4.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -88,6 +90,7 @@ public:
         };
         params_ = static_cast<float*>(take());
         if (plan_.sixteen_bit()) params16_ = static_cast<uint16_t*>(take());
+        if (plan_.params.nf4_bytes > 0) nf4_store_ = static_cast<uint8_t*>(take());
         grads_ = static_cast<float*>(take());
         if (plan_.optimizer_slots > 0) {
             state_ = static_cast<float*>(take());
@@ -95,6 +98,8 @@ public:
         }
         if (plan_.optimizer_scratch_floats > 0) optimizer_scratch_ = static_cast<float*>(take());
         packed_ = static_cast<float*>(take());
+        if (plan_.nf4_tile_bytes > 0) nf4_tile_ = take();
+        if (plan_.nf4_packed_tile_floats > 0) nf4_packed_tile_ = static_cast<float*>(take());
         if (plan_.products != ProductKernel::eigen) {
             void* scratchpads = plan_.onednn_scratchpad_bytes > 0 ? take() : nullptr;
             onednn_ = std::make_unique<OnednnProducts>(plan_.threads, scratchpads, plan_.onednn_scratchpad_bytes);
@@ -110,23 +115,54 @@ public:
         packed_stale_ = true;
         frozen_packed_ = false;
         if (!keeps_frozen_16bit()) {
-            scatter_weights(plan_.model, plan_.params, weights, params_);
+            scatter_weights(plan_.model, plan_.params, weights, params_, nf4_store_);
             round_working_weights();
             return;
         }
         // Frozen weights go to the 16-bit copy only.
         std::vector<float> all(static_cast<size_t>(plan_.params.count));
-        scatter_weights(plan_.model, plan_.params, weights, all.data());
+        scatter_weights(plan_.model, plan_.params, weights, all.data(), nf4_store_);
         std::copy(all.begin(), all.begin() + plan_.params.trainable_end, params_);
         store_16bit(plan_.precision, all.data(), params16_, plan_.params.count);
     }
     ModelWeights weights() const override {
-        if (!keeps_frozen_16bit()) return gather_weights(plan_.model, plan_.params, params_);
+        if (!keeps_frozen_16bit()) return gather_weights(plan_.model, plan_.params, params_, nf4_store_);
         std::vector<float> all(static_cast<size_t>(plan_.params.count));
         std::copy(params_, params_ + plan_.params.trainable_end, all.begin());
         const int64_t frozen = plan_.params.count - plan_.params.trainable_end;
         load_16bit(plan_.precision, params16_ + plan_.params.trainable_end, all.data() + plan_.params.trainable_end, frozen);
-        return gather_weights(plan_.model, plan_.params, all.data());
+        return gather_weights(plan_.model, plan_.params, all.data(), nf4_store_);
+    }
+    // QLoRA: each NF4 tensor's storage, a byte per value, for a checkpoint to restore the same
+    // bits: quantizing the dequantized values again would not (the offset is a mean that moves).
+    std::vector<NamedTensor> quantized_weights() const override {
+        std::vector<NamedTensor> out;
+        for (size_t p = 0; p < plan_.model.params.size(); ++p) {
+            const int64_t offset = plan_.params.nf4_offset[p];
+            if (offset < 0) continue;
+            const int64_t bytes = nf4_sizes(plan_.model.params[p].numel()).total_bytes();
+            out.push_back({kNf4StoragePrefix + plan_.model.params[p].name, {bytes},
+                           std::vector<float>(nf4_store_ + offset, nf4_store_ + offset + bytes)});
+        }
+        return out;
+    }
+    void set_quantized_weights(const std::vector<NamedTensor>& tensors) override {
+        for (size_t p = 0; p < plan_.model.params.size(); ++p) {
+            const int64_t offset = plan_.params.nf4_offset[p];
+            if (offset < 0) continue;
+            const std::string name = kNf4StoragePrefix + plan_.model.params[p].name;
+            const int64_t bytes = nf4_sizes(plan_.model.params[p].numel()).total_bytes();
+            auto t = std::find_if(tensors.begin(), tensors.end(), [&](const NamedTensor& n) { return n.name == name; });
+            if (t == tensors.end() || static_cast<int64_t>(t->data.size()) != bytes)
+                throw Error("no NF4 storage '" + name + "' of " + std::to_string(bytes) + " bytes: the file was not "
+                            "written by a run with this model and --lora-base nf4");
+            for (int64_t i = 0; i < bytes; ++i) {
+                const float v = t->data[static_cast<size_t>(i)];
+                if (!(v >= 0.0f && v <= 255.0f) || v != std::floor(v))
+                    throw Error("NF4 storage '" + name + "' holds " + std::to_string(v) + ", not a byte: the file is damaged");
+                nf4_store_[offset + i] = static_cast<uint8_t>(v);
+            }
+        }
     }
     // With ZeRO-2's buckets each process holds its shard of the sum: all of them call this
     // together to gather it whole.
@@ -382,7 +418,7 @@ private:
     // Where an op's parameter k goes when widened: the op's parameters one after another.
     float* weight_staging(const OpDesc& op, size_t k) const {
         int64_t offset = 0;
-        for (size_t j = 0; j < k; ++j) offset += plan_.model.params[static_cast<size_t>(op.params[j])].numel();
+        for (size_t j = 0; j < k; ++j) offset += plan_.staged_floats(op.params[j]);
         return weight_staging_ + offset;
     }
     // fp32 values of an op's parameter k for the kernels that read fp32 weights (LayerNorm, the
@@ -479,6 +515,7 @@ private:
             if (op.kind != OpKind::linear && op.kind != OpKind::lora_linear && op.kind != OpKind::conv2d) continue;
             if (frozen_packed_ && !trainable(op.params[0])) continue;
             const PackedLinear& p = plan_.packed[o];
+            if (p.nf4 && !p.onednn) continue;  // packed per product (nf4_packed)
             if (p.onednn) {
                 widen_for_onednn(op, p);
                 continue;
@@ -548,6 +585,33 @@ private:
         return plan_.fused && plan_.sixteen_bit() && plan_.stored_16bit(op.inputs[0]) &&
                plan_.stored_16bit(op.outputs[0]) && plan_.stored_16bit(op.outputs[1]);
     }
+    // --- QLoRA: W stored as NF4, dequantized into the NF4 tile right before each product.
+    Nf4Tensor nf4_weight(const OpDesc& op) const {
+        const int p = op.params[0];
+        return nf4_tensor(nf4_store_ + plan_.params.nf4_offset[static_cast<size_t>(p)],
+                          plan_.model.params[static_cast<size_t>(p)].numel());
+    }
+    // W as the products read it, in the tile: bf16 codes for oneDNN's bf16 products, else fp32
+    // values, in 16-bit runs rounded to the working precision (the values a 16-bit working
+    // copy of the dequantized base would hold, as bitsandbytes dequantizes to its compute dtype).
+    const void* dequantized_weight(const OpDesc& op) {
+        const Nf4Tensor q = nf4_weight(op);
+        const Precision into = bf16_products() ? Precision::bf16 : Precision::fp32;
+        const int64_t n = q.sizes.elements;
+        parallel_range(q.sizes.blocks, kNf4BlockSize, [&](int64_t first, int64_t end) {
+            const int64_t begin = first * kNf4BlockSize, stop = std::min(end * kNf4BlockSize, n);
+            dequantize_nf4(q, begin, stop, into, nf4_tile_);
+            if (plan_.sixteen_bit() && into == Precision::fp32)
+                round_to_16bit_serial(plan_.precision, static_cast<float*>(nf4_tile_) + begin, stop - begin);
+        });
+        return nf4_tile_;
+    }
+    // Eigen's products: W dequantized, then packed as `layout` (forward or transposed) wants.
+    const float* nf4_packed(const OpDesc& op, const PackedLayout& layout) {
+        pack_weights(layout, static_cast<const float*>(dequantized_weight(op)), nf4_packed_tile_);
+        return nf4_packed_tile_;
+    }
+
     // The op's input as the products read it: its 16-bit codes, or fp32 values.
     const void* onednn_input(const OpDesc& op, int64_t n) const {
         return bf16_products() ? static_cast<const void*>(tensor_16bit(op.inputs[0])) : input(op, 0, n);
@@ -624,8 +688,11 @@ private:
                 float* out = output(op, 0);
                 if (p.onednn) {
                     const auto& w = plan_.model.params[static_cast<size_t>(op.params[0])].shape;
-                    onednn_linear_forward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p),
-                                          onednn_bias(op, p), out, w[1], w[0], rows);
+                    onednn_linear_forward(*onednn_, onednn_operands(), onednn_input(op, n),
+                                          p.nf4 ? dequantized_weight(op) : onednn_weight(op, p), onednn_bias(op, p), out,
+                                          w[1], w[0], rows);
+                } else if (p.nf4) {
+                    packed_linear_forward(p.forward, nf4_packed(op, p.forward), product_param(op, 1), x, out, rows);
                 } else {
                     const float* packed = packed_ + p.forward_offset;
                     packed_linear_forward(p.forward, packed, packed + p.forward.total_floats(), x, out, rows);
@@ -803,11 +870,13 @@ private:
                 const float* x = input(op, 0, n);
                 // The frozen product writes dX = W^T dout; the adapter adds its part to it.
                 if (dinput && p.onednn)
-                    onednn_linear_backward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p), dout,
-                                           nullptr, nullptr, dinput, in, out, rows, GradientWrite::overwrite, scratch_);
+                    onednn_linear_backward(*onednn_, onednn_operands(), onednn_input(op, n),
+                                           p.nf4 ? dequantized_weight(op) : onednn_weight(op, p), dout, nullptr, nullptr,
+                                           dinput, in, out, rows, GradientWrite::overwrite, scratch_);
                 else if (dinput)
-                    linear_backward_packed(p.transposed, packed_ + p.transposed_offset, x, dout, nullptr, nullptr, dinput,
-                                           in, out, rows, GradientWrite::overwrite);
+                    linear_backward_packed(p.transposed,
+                                           p.nf4 ? nf4_packed(op, p.transposed) : packed_ + p.transposed_offset, x, dout,
+                                           nullptr, nullptr, dinput, in, out, rows, GradientWrite::overwrite);
                 lora_backward(x, saved_output(op, 1, n), dout, product_param(op, 2), product_param(op, 3), op.lora_scale,
                               param_grad(op.params[2]), param_grad(op.params[3]), dinput, rows, in, out, rank,
                               param_write(o, 2), scratch_);
@@ -915,10 +984,13 @@ private:
     TrackingArena arena_;
     float* params_ = nullptr;      // fp32 weights: in 16-bit runs the master weights
     uint16_t* params16_ = nullptr; // 16-bit runs: the working copy the products read
+    uint8_t* nf4_store_ = nullptr; // QLoRA: the NF4 base weights (ParamLayout::nf4_offset)
     float* grads_ = nullptr;
     float* state_ = nullptr;
     float* optimizer_scratch_ = nullptr;  // --fused off: the optimizer's temporaries
     float* packed_ = nullptr;
+    void* nf4_tile_ = nullptr;            // QLoRA: one weight dequantized (GraphPlan::nf4_tile_bytes)
+    float* nf4_packed_tile_ = nullptr;    // and packed for Eigen's products
     std::unique_ptr<OnednnProducts> onednn_;  // when the linear ops' products run in oneDNN
     bool packed_stale_ = true;
     bool frozen_packed_ = false;   // frozen weights' packing is still valid
