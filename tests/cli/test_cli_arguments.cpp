@@ -211,11 +211,11 @@ private slots:
                 json += ", \"checkpoint_dir\": \"ckpt\"";
             }
             // LoRA adapts the GPT only, and only LoRA has adapters to save and a base to quantize.
-            if (field.key == "lora_rank" || field.key == "save_adapters" || field.key == "lora_base") {
+            if (field.key == "lora_rank" || field.key == "save_adapters" || field.key == "lora_base" || field.key == "dora") {
                 setting.arguments << "--model" << "gpt";
                 json += ", \"model\": \"gpt\"";
             }
-            if (field.key == "save_adapters" || field.key == "lora_base") {
+            if (field.key == "save_adapters" || field.key == "lora_base" || field.key == "dora") {
                 setting.arguments << "--lora-rank" << "4";
                 json += ", \"lora_rank\": 4";
             }

@@ -94,7 +94,7 @@ private slots:
         const auto table = read_metrics_csv(csv);
         QVERIFY(table.has_value());
         // With MPI, three more rows run 2 processes (data parallelism, ZeRO-1, ZeRO-2).
-        QCOMPARE(table->rows.size(), qsizetype{trainbench::mpi_built_in() ? 15 : 12});
+        QCOMPARE(table->rows.size(), qsizetype{trainbench::mpi_built_in() ? 16 : 13});
         for (int i = 0; i < table->rows.size(); ++i) {
             QVERIFY2(table->cell(i, "ok") == "1", qPrintable(table->cell(i, "error")));
             QVERIFY(table->cell(i, "tokens_per_second").toDouble() > 0.0);
@@ -114,6 +114,9 @@ private slots:
         // QLoRA: the same, with the adapted layers' base in 4 bits.
         QCOMPARE(table->cell(11, "technique"), QString("PEFT (QLoRA, 4-bit base)"));
         QVERIFY2(peak(11) < peak(10), qPrintable(table->cell(11, "peak_memory_bytes") + " vs " + table->cell(10, "peak_memory_bytes")));
+        // DoRA: LoRA's, plus the magnitudes and one more saved activation per adapted layer.
+        QCOMPARE(table->cell(12, "technique"), QString("PEFT (DoRA)"));
+        QVERIFY2(activations(12) > activations(10), qPrintable(table->cell(12, "peak_activation_bytes") + " vs " + table->cell(10, "peak_activation_bytes")));
         QFile md(markdown);
         QVERIFY(md.open(QIODevice::ReadOnly));
         const QString text = QString::fromUtf8(md.readAll());

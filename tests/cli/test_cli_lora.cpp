@@ -142,6 +142,30 @@ private slots:
         QVERIFY2(plain.exit_code == 0, CLI_DIAGNOSTICS(plain));
     }
 
+    // DoRA through the CLI: the plan names it, the adapters file holds the magnitudes under
+    // PEFT's names with use_dora in its metadata, and the merged model loads as a plain GPT.
+    void dora_fine_tune_saves_magnitudes_as_peft() {
+        const QString base = scratch_.filePath("base_for_dora.safetensors");
+        const CliRun pretrain = run_cli(small_gpt({"--max-steps", "5", "--save-weights", base}));
+        QVERIFY2(pretrain.exit_code == 0, CLI_DIAGNOSTICS(pretrain));
+        const QString adapters = scratch_.filePath("dora_adapters.safetensors");
+        const QString merged = scratch_.filePath("dora_merged.safetensors");
+        const CliRun tune = run_cli(small_gpt({"--max-steps", "5", "--init-weights", base, "--lora-rank", "4", "--dora",
+                                               "--save-adapters", adapters, "--save-weights", merged}));
+        QVERIFY2(tune.exit_code == 0, CLI_DIAGNOSTICS(tune));
+        QVERIFY2(tune.out.contains("DoRA r4"), qPrintable(tune.out));
+        std::map<std::string, std::string> metadata;
+        const auto saved = trainbench::read_safetensors(adapters.toStdString(), &metadata);
+        QCOMPARE(int(saved.size()), 24);  // A, B and the magnitude of 8 layers
+        QCOMPARE(metadata.at("use_dora"), std::string("true"));
+        bool found = false;
+        for (const auto& t : saved)
+            if (t.name == "base_model.model.transformer.h.1.attn.c_proj.lora_magnitude_vector") found = t.shape == std::vector<int64_t>{32};
+        QVERIFY(found);
+        const CliRun plain = run_cli(small_gpt({"--max-steps", "1", "--init-weights", merged}));
+        QVERIFY2(plain.exit_code == 0, CLI_DIAGNOSTICS(plain));
+    }
+
     void wrong_input_gets_one_line() {
         struct Case {
             QStringList arguments;
@@ -163,6 +187,10 @@ private slots:
              "invalid --lora-base: a 4-bit base (QLoRA) is LoRA's frozen base; add --model gpt --lora-rank R or leave out "
              "--lora-base nf4"},
             {small_gpt({"--lora-rank", "4", "--lora-base", "int4"}), "unknown lora_base 'int4': expected full or nf4"},
+            {small_gpt({"--dora"}),
+             "invalid --dora: DoRA decomposes LoRA's adapted weights; add --model gpt --lora-rank R or leave out --dora"},
+            {small_gpt({"--lora-rank", "4", "--dora", "--lora-base", "nf4"}),
+             "invalid --dora: DoRA on a 4-bit base (QDoRA) is not supported yet"},
         };
         for (const Case& c : cases) {
             const CliRun run = run_cli(c.arguments);

@@ -65,6 +65,7 @@ private slots:
         QTest::newRow("gpt lora") << small_gpt() + QStringList{"--lora-rank", "4"};
         QTest::newRow("gpt qlora") << small_gpt() + QStringList{"--lora-rank", "4", "--lora-base", "nf4"};
         QTest::newRow("gpt qlora bf16") << small_gpt() + QStringList{"--lora-rank", "4", "--lora-base", "nf4", "--precision", "bf16"};
+        QTest::newRow("gpt dora checkpointing") << small_gpt() + QStringList{"--lora-rank", "4", "--dora", "--gradient-checkpointing"};
         if (QFile::exists("/usr/share/datasets/fashion-mnist"))
             QTest::newRow("cnn") << QStringList{"--model", "cnn", "--dataset", "fashion-mnist", "--batch-size", "16",
                                                 "--threads", "1", "--eval-samples", "64"};

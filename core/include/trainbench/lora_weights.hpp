@@ -14,14 +14,16 @@ namespace trainbench {
 // "base_model.model." + the name inside the model.
 inline constexpr const char* kPeftPrefix = "base_model.model.";
 
-// The base tensors with W + scale * B A in place of each adapted W and no adapter tensors: a
-// plain model file that --init-weights (and nanoGPT) load without LoRA. scale = alpha / rank.
+// The base tensors with W + scale * B A in place of each adapted W (DoRA: each row of that then
+// scaled by m / its norm) and no adapter tensors: a plain model file that --init-weights (and
+// nanoGPT) load without LoRA. scale = alpha / rank.
 ModelWeights merge_lora_adapters(const ModelWeights& weights, double scale);
 
 // The adapter tensors alone, under PEFT's names.
 ModelWeights peft_adapters(const ModelWeights& weights);
 
-// Writes peft_adapters(weights) with metadata naming the rank, alpha and targets.
+// Writes peft_adapters(weights) with metadata naming the rank, alpha, targets and whether
+// they are DoRA's (use_dora).
 void save_lora_adapters(const std::string& path, const ModelWeights& weights, int64_t rank, double alpha,
                         const std::string& targets);
 

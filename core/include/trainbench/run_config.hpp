@@ -78,6 +78,7 @@ struct RunConfig {
     double lora_alpha = 8.0;
     std::string lora_targets = "attn,mlp";     // c_attn, c_proj, c_fc, attn, mlp (comma-separated)
     LoraBase lora_base = LoraBase::full;       // nf4: QLoRA (precision/nf4.hpp)
+    bool dora = false;                         // DoRA: a trainable magnitude per adapted row (nn/dora.hpp)
 
     // Batching: batch_size samples per optimizer update (the global batch), split into
     // step_size contiguous micro-batches whose gradients are accumulated.

@@ -27,6 +27,7 @@ enum class Technique {
     fused_kernels,           // --fused toggled: what torch.compile does
     peft_lora,               // GPT only: LoRA rank 8 on attn and mlp, the base frozen (or LoRA off)
     peft_qlora,              // GPT only: the same with the adapted layers' base in NF4 (or in full)
+    peft_dora,               // GPT only: the same as DoRA, a trainable magnitude per row (or LoRA)
     // Several processes (they need ComparisonOptions::run_processes):
     data_parallel,           // 2 processes sharing each global batch, the cores divided among them
     zero_1,                  // 2 processes, ZeRO-1 (optimizer state sharded)

@@ -21,6 +21,7 @@ ModelDesc build_model(const RunConfig& config, const Dataset& data) {
         shape.lora.alpha = config.lora_alpha;
         if (config.lora_rank > 0) shape.lora.targets = parse_lora_targets(config.lora_targets);
         shape.lora.nf4_base = config.lora_rank > 0 && config.lora_base == LoraBase::nf4;
+        shape.lora.dora = config.lora_rank > 0 && config.dora;
         return build_gpt(shape);
     }
     if (data.task == Task::language_model)

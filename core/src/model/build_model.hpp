@@ -33,6 +33,7 @@ struct LoraShape {
     double alpha = 8.0;
     LoraTargets targets;
     bool nf4_base = false;  // QLoRA: the adapted layers' frozen W stored as NF4 (ParamDesc::nf4)
+    bool dora = false;      // DoRA: a trainable magnitude per output row (nn/dora.hpp)
 };
 
 struct GptShape {
@@ -48,6 +49,9 @@ ModelDesc build_gpt(const GptShape& shape);
 // A LoRA adapter's tensors are its module's name + these suffixes, as PEFT names them.
 inline const std::string kLoraASuffix = ".lora_A.weight";
 inline const std::string kLoraBSuffix = ".lora_B.weight";
+// DoRA's magnitude vector, as PEFT's saved adapters name it (its "lora_magnitude_vector.<adapter
+// name>.weight" parameter with the adapter name and ".weight" taken off).
+inline const std::string kDoraMagnitudeSuffix = ".lora_magnitude_vector";
 // Whether parameter name is a LoRA adapter's tensor.
 bool is_lora_adapter(const std::string& name);
 

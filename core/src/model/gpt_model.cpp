@@ -106,7 +106,17 @@ private:
         const int b = param(module + kLoraBSuffix, {rows_out, r}, true, InitRule::zeros, 0.0f);
         const int down = tensor(module + ".lora_down", s_.block_size * r);
         m_.params[static_cast<size_t>(weight)].nf4 = s_.lora.nf4_base;
-        op(OpKind::lora_linear, {x}, {out, down}, {weight, bias, a, b}, segment).lora_scale =
+        std::vector<int> params{weight, bias, a, b};
+        std::vector<int> outputs{out, down};
+        if (s_.lora.dora) {
+            // PEFT: the magnitude starts as the norms of W's rows; 1-D, so nanoGPT's groups do
+            // not decay it.
+            const int magnitude = param(module + kDoraMagnitudeSuffix, {rows_out}, false, InitRule::row_norms, 0.0f);
+            m_.params[static_cast<size_t>(magnitude)].norm_of = weight;
+            params.push_back(magnitude);
+            outputs.push_back(tensor(module + ".dora_unscaled", s_.block_size * rows_out));
+        }
+        op(OpKind::lora_linear, {x}, outputs, params, segment).lora_scale =
             static_cast<float>(s_.lora.alpha / static_cast<double>(r));
     }
 
@@ -123,10 +133,13 @@ private:
             params.push_back(m_.params[static_cast<size_t>(p)]);
             params.back().trainable = is_lora_adapter(params.back().name);
         }
+        for (ParamDesc& p : params)
+            if (p.norm_of >= 0) p.norm_of = new_id[static_cast<size_t>(p.norm_of)];
         m_.params = std::move(params);
         for (OpDesc& o : m_.ops)
             for (int& p : o.params) p = new_id[static_cast<size_t>(p)];
-        m_.summary += (s_.lora.nf4_base ? " QLoRA r" : " LoRA r") + std::to_string(s_.lora.rank);
+        m_.summary += std::string(s_.lora.dora ? " DoRA r" : s_.lora.nf4_base ? " QLoRA r" : " LoRA r") +
+                      std::to_string(s_.lora.rank);
     }
 
     int layernorm(int x, const std::string& name, int weight, int bias, int segment) {
@@ -184,7 +197,7 @@ LoraTargets parse_lora_targets(const std::string& list) {
 }
 
 bool is_lora_adapter(const std::string& name) {
-    return name.ends_with(kLoraASuffix) || name.ends_with(kLoraBSuffix);
+    return name.ends_with(kLoraASuffix) || name.ends_with(kLoraBSuffix) || name.ends_with(kDoraMagnitudeSuffix);
 }
 
 ModelDesc build_gpt(const GptShape& shape) {
@@ -196,6 +209,8 @@ ModelDesc build_gpt(const GptShape& shape) {
     if (shape.lora.rank < 0) throw Error("a LoRA rank is at least 1 (0 trains every weight)");
     if (shape.lora.rank > 0 && !shape.lora.targets.any())
         throw Error("LoRA needs at least one target layer; e.g. --lora-targets attn,mlp");
+    if (shape.lora.dora && shape.lora.nf4_base)
+        throw Error("DoRA on a 4-bit base (QDoRA) is not supported yet; use --dora or --lora-base nf4, not both");
     return GptBuilder(shape).build();
 }
 

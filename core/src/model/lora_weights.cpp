@@ -1,6 +1,7 @@
 #include "trainbench/lora_weights.hpp"
 
 #include "model/build_model.hpp"
+#include "nn/dora.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -39,6 +40,16 @@ ModelWeights merge_lora_adapters(const ModelWeights& weights, double scale) {
                 float& value = w->data[static_cast<size_t>(o * in + i)];
                 value = static_cast<float>(value + scale * sum);
             }
+        // DoRA: each row scaled by m / ||W + scale B A||, as PEFT's merge does.
+        const NamedTensor* magnitude = weights.find(module + kDoraMagnitudeSuffix);
+        if (!magnitude) continue;
+        if (magnitude->data.size() != static_cast<size_t>(out))
+            throw Error("DoRA magnitude of '" + module + "' does not fit its weight");
+        for (int64_t o = 0; o < out; ++o) {
+            float* row = w->data.data() + o * in;
+            const float factor = magnitude->data[static_cast<size_t>(o)] / dora_row_norm(row, in);
+            for (int64_t i = 0; i < in; ++i) row[i] *= factor;
+        }
     }
     return merged;
 }
@@ -54,9 +65,12 @@ void save_lora_adapters(const std::string& path, const ModelWeights& weights, in
                         const std::string& targets) {
     ModelWeights adapters = peft_adapters(weights);
     if (adapters.empty()) throw Error("there are no LoRA adapters to save to '" + path + "'");
+    bool dora = false;
+    for (const NamedTensor& t : weights.tensors) dora = dora || t.name.ends_with(kDoraMagnitudeSuffix);
     adapters.metadata = {{"lora_rank", std::to_string(rank)},
                          {"lora_alpha", std::to_string(alpha)},
-                         {"lora_targets", targets}};
+                         {"lora_targets", targets},
+                         {"use_dora", dora ? "true" : "false"}};
     save_weights(path, adapters);
 }
 

@@ -17,6 +17,7 @@ enum class InitRule {
     normal,   // N(0, scale^2): nanoGPT's init
     zeros,
     ones,
+    row_norms,  // the Euclidean norms of the rows of param ParamDesc::norm_of (DoRA's magnitude)
 };
 
 struct ParamDesc {
@@ -32,6 +33,7 @@ struct ParamDesc {
     // Frozen and stored as QLoRA's NF4 (precision/nf4.hpp) outside the flat parameter store: a
     // 4-bit base weight that each product dequantizes right before it multiplies.
     bool nf4 = false;
+    int norm_of = -1;  // InitRule::row_norms: the param whose rows it starts as the norms of
     int64_t numel() const;
 };
 
@@ -56,7 +58,8 @@ enum class OpKind {
     max_pool,       // NCHW 2x2 max pooling, stride 2
     // A frozen Linear with a LoRA adapter (PEFT's lora.Linear): out = in W^T + b +
     // lora_scale * (in A^T) B^T; params {W [out, in], b [out], A [r, in], B [out, r]}; outputs
-    // {out, in A^T [rows, r]}, the second saved for the backward of B.
+    // {out, in A^T [rows, r]}, the second saved for the backward of B. With DoRA (nn/dora.hpp)
+    // a fifth param, the magnitude m [out], and a third output, the unscaled result before m.
     lora_linear,
 };
 

@@ -8,6 +8,7 @@
 #include "nn/attention.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/layernorm.hpp"
+#include "nn/dora.hpp"
 #include "nn/lora.hpp"
 #include "nn/loss.hpp"
 #include "nn/onednn_linear.hpp"
@@ -64,15 +65,16 @@ std::vector<bool> find_requires_grad(const ModelDesc& model) {
 }
 
 // What the backward kernels support of frozen parameters: a Linear or LayerNorm wholly frozen,
-// an embedding frozen, a LoRA layer's base frozen and its adapter trainable.
+// an embedding frozen, a LoRA layer's base frozen and its adapter (DoRA: and magnitude) trainable.
 void check_frozen_params(const ModelDesc& model) {
     for (const OpDesc& op : model.ops) {
         size_t frozen = 0;
         for (int p : op.params) frozen += model.params[static_cast<size_t>(p)].trainable ? 0 : 1;
         if (op.kind == OpKind::lora_linear) {
-            if (op.params.size() != 4 || !model.params[static_cast<size_t>(op.params[2])].trainable ||
-                !model.params[static_cast<size_t>(op.params[3])].trainable || frozen != 2)
-                throw std::logic_error("planner: a LoRA layer needs a frozen W, b and trainable A, B");
+            const bool dora = op.params.size() == 5 && op.outputs.size() == 3;
+            if ((op.params.size() != 4 && !dora) || frozen != 2 || model.params[static_cast<size_t>(op.params[0])].trainable ||
+                model.params[static_cast<size_t>(op.params[1])].trainable)
+                throw std::logic_error("planner: a LoRA layer needs a frozen W, b and trainable A, B (DoRA: and m)");
             continue;
         }
         if (frozen == 0) continue;
@@ -354,9 +356,24 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                 // A convolution's products are a Linear layer's over its rows of receptive fields.
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
                 const int64_t out = shape[0], in = m.params[static_cast<size_t>(op.params[0])].numel() / out;
+                // DoRA's backward keeps the scaled output gradient (and in 16-bit runs its widened
+                // unscaled result) at the start of the scratch, before what the products and the
+                // adapter's backward use; its forward computes the norms, then (16-bit runs) the
+                // unscaled result, in the scratch.
+                int64_t dora_prefix = 0;
                 if (op.kind == OpKind::lora_linear) {
                     const int64_t rank = m.params[static_cast<size_t>(op.params[2])].shape[0];
-                    plan.scratch_floats = std::max(plan.scratch_floats, lora_backward_scratch_floats(plan.micro_batch * op.rows_per_sample, rank));
+                    const int64_t rows = plan.micro_batch * op.rows_per_sample;
+                    if (op.params.size() > 4) {
+                        dora_prefix = align(rows * out) * (plan.sixteen_bit() ? 2 : 1);
+                        plan.packed[o].dora_unscaled_offset = align(rows * out);
+                        plan.packed[o].dora_scratch_prefix = dora_prefix;
+                        plan.packed[o].dora_norm_offset = plan.dora_norm_floats;
+                        plan.dora_norm_floats += align(out);
+                        plan.scratch_floats = std::max({plan.scratch_floats, dora_norm_scratch_floats(in, plan.threads),
+                                                        plan.sixteen_bit() ? rows * out : 0});
+                    }
+                    plan.scratch_floats = std::max(plan.scratch_floats, dora_prefix + lora_backward_scratch_floats(rows, rank));
                 }
                 const bool nf4 = m.params[static_cast<size_t>(op.params[0])].nf4;
                 if (nf4) {
@@ -375,8 +392,9 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                     const MatmulOperands operands =
                         plan.products == ProductKernel::onednn_bf16 ? MatmulOperands::bf16 : MatmulOperands::f32;
                     plan.scratch_floats = std::max(plan.scratch_floats,
-                                                   onednn_linear_scratch_floats(operands, in, out, plan.micro_batch * op.rows_per_sample,
-                                                                                plan.threads));
+                                                   dora_prefix + onednn_linear_scratch_floats(operands, in, out,
+                                                                                              plan.micro_batch * op.rows_per_sample,
+                                                                                              plan.threads));
                     for (int64_t n : plan.sample_counts)
                         plan.onednn_scratchpad_bytes =
                             std::max(plan.onednn_scratchpad_bytes,
@@ -453,7 +471,7 @@ void plan_staging(GraphPlan& plan) {
         if (!own_io && !bf16_product)
             for (size_t k = 0; k < op.inputs.size(); ++k) widen(plan.input_staging_floats, k, op.inputs[k]);
         if (!own_io && !(bf16_product && plan.fused_with[o] < 0))
-            for (size_t k = 0; k < op.outputs.size(); ++k) widen(plan.output_staging_floats, k, op.outputs[k]);
+            for (size_t k = 0; k < std::min<size_t>(op.outputs.size(), 2); ++k) widen(plan.output_staging_floats, k, op.outputs[k]);
         // A fused pair computes the second op's result in output staging 1 (an in-place
         // activation works in its product's output), except a linear op's epilogue, which
         // stores its activation's 16-bit codes itself (ProductEpilogue::activated_codes).
@@ -525,6 +543,7 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const Pla
     add(MemoryCategory::workspace, plan.packed_floats * 4);
     if (plan.nf4_tile_bytes > 0) add(MemoryCategory::workspace, plan.nf4_tile_bytes);
     if (plan.nf4_packed_tile_floats > 0) add(MemoryCategory::workspace, plan.nf4_packed_tile_floats * 4);
+    if (plan.dora_norm_floats > 0) add(MemoryCategory::workspace, plan.dora_norm_floats * 4);
     if (plan.onednn_scratchpad_bytes > 0) add(MemoryCategory::workspace, plan.threads * plan.onednn_scratchpad_bytes);
     plan.first_step_buffer = plan.buffers.size();
     if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets

@@ -49,6 +49,14 @@ struct PackedLinear {
     // QLoRA: W is stored as NF4 and dequantized into the NF4 tile right before each product
     // (Eigen's: then packed into the NF4 packed tile); nothing of it is packed or widened.
     bool nf4 = false;
+    // DoRA: where this op's row norms ||W + s B A|| live between its forward and backward
+    // (floats into the DoRA norms block); -1: not DoRA.
+    int64_t dora_norm_offset = -1;
+    // Its backward's scratch: the scaled output gradient at 0, in 16-bit runs the widened
+    // unscaled result at dora_unscaled_offset; the products and the adapter use what follows
+    // dora_scratch_prefix.
+    int64_t dora_unscaled_offset = 0;
+    int64_t dora_scratch_prefix = 0;
 };
 
 struct GraphPlan {
@@ -143,12 +151,14 @@ struct GraphPlan {
     // workspace, each as large as the largest NF4 weight needs.
     int64_t nf4_tile_bytes = 0;
     int64_t nf4_packed_tile_floats = 0;
+    int64_t dora_norm_floats = 0;  // DoRA: every DoRA op's norms (persistent workspace)
     int64_t scratch_floats = 0;        // the largest kernel scratch
     int64_t token_elements = 0;        // int32 inputs and targets of a token micro-batch
 
     // 16-bit runs: fp32 copies a kernel works on. An op's 16-bit inputs k = 0, 1 are widened into
     // input staging k and its 16-bit outputs k = 0, 1 computed in output staging k before they
-    // are rounded into storage; its backward widens each saved tensor it reads into the staging
+    // are rounded into storage (a third output, DoRA's unscaled result, goes through the
+    // scratch); its backward widens each saved tensor it reads into the staging
     // of the role that tensor had in the forward. A linear op's W and b are widened into the
     // weight staging to be packed (Eigen's products). Kernels that read or write the 16-bit
     // storage themselves (fused attention; oneDNN's bf16 products, their outputs when no

@@ -43,10 +43,17 @@ public:
                     bytes += tensor(m_.ops[static_cast<size_t>(with)].outputs[0]);
                 return bytes;
             }
-            case OpKind::lora_linear:
+            case OpKind::lora_linear: {
                 // The frozen product, then x A^T (down) and down B^T added onto the output.
-                return tensor(op.inputs[0]) + params(op) + tensor(op.outputs[0]) + tensor(op.inputs[0]) +
-                       2 * tensor(op.outputs[1]) + 2 * tensor(op.outputs[0]);
+                int64_t bytes = tensor(op.inputs[0]) + params(op) + tensor(op.outputs[0]) + tensor(op.inputs[0]) +
+                                2 * tensor(op.outputs[1]) + 2 * tensor(op.outputs[0]);
+                // DoRA: the norms read W, A and B again; the output is read, scaled and written,
+                // and the unscaled result written beside it.
+                if (op.params.size() > 4)
+                    bytes += param(op.params[0]) + param(op.params[2]) + param(op.params[3]) + 2 * tensor(op.outputs[0]) +
+                             tensor(op.outputs[2]);
+                return bytes;
+            }
             case OpKind::conv2d: {
                 // im2col (receptive fields), the product into rows, the rows transposed into planes.
                 const ConvShape s = conv_shape(m_, op);
@@ -102,6 +109,8 @@ public:
                 if (op.kind == OpKind::lora_linear)
                     bytes += 2 * dout + tensor(op.inputs[0]) + 2 * tensor(op.outputs[1]) + param(op.params[2]) +
                              param(op.params[3]);
+                // DoRA: dm reads dout and the unscaled result; the scaled gradient is written.
+                if (op.params.size() > 4) bytes += 2 * dout + tensor(op.outputs[2]);
                 if (dinput) bytes += dout + param(op.params[0]) + fp32(op.inputs[0]);
                 return bytes;
             }

@@ -137,6 +137,11 @@ std::vector<ConfigField> make_fields() {
          .kind = K::choice, .families = {gpt},
          .details = "QLoRA (Dettmers et al. 2023) with nf4: the frozen weights of the layers that get adapters are stored as 4-bit NormalFloat in blocks of 64, each block's scale quantized again to 8 bits (double quantization), about 4.13 bits a weight instead of 32 (or 16 in mixed precision), laid out as bitsandbytes stores them. Each product dequantizes its weight into a workspace the size of one weight, in the run's precision, right before it multiplies, as bitsandbytes does, so every product pays for a dequantization. The adapters, their gradients and optimizer state stay in full precision; layers without adapters, the embeddings and LayerNorms keep the run's precision.",
          .access = RUN_CONFIG_CHOICE(lora_base, &parse_lora_base)},
+        {.key = "dora", .flag = "--dora", .label = "DoRA", .group = kModel,
+         .help = "weight-decomposed LoRA: a trainable magnitude per output row of each adapted layer",
+         .kind = K::boolean, .families = {gpt},
+         .details = "DoRA (Liu et al. 2024), as PEFT's use_dora: each adapted layer computes m / ||W + (alpha/rank) B A|| times (x W^T + (alpha/rank) x A^T B^T), plus the bias, with the norm over each output row, recomputed every forward pass and held constant in the backward. The magnitude m (one value per output row, named lora_magnitude_vector as PEFT names it) trains with the adapters and starts as the norms of W's rows, so a fresh adapter computes the base model exactly. Costs over LoRA: the norms (a product of B and A per layer and micro-batch) and one saved activation of the layer's output size.",
+         .access = RUN_CONFIG_MEMBER(dora)},
 
         {.key = "channels", .flag = "--channels", .label = "Conv channels", .group = kModel,
          .help = "channels of the convolution blocks (3x3 conv, activation, 2x2 max-pool), e.g. 32,64", .kind = K::layer_widths,

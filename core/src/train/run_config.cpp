@@ -410,6 +410,10 @@ void validate(const RunConfig& c) {
     if (c.lora_base == LoraBase::nf4 && !(c.model == ModelFamily::gpt && c.lora_rank > 0))
         reject("lora_base", "a 4-bit base (QLoRA) is LoRA's frozen base; add --model gpt --lora-rank R or leave out "
                             "--lora-base nf4");
+    if (c.dora && !(c.model == ModelFamily::gpt && c.lora_rank > 0))
+        reject("dora", "DoRA decomposes LoRA's adapted weights; add --model gpt --lora-rank R or leave out --dora");
+    if (c.dora && c.lora_base == LoraBase::nf4)
+        reject("dora", "DoRA on a 4-bit base (QDoRA) is not supported yet; leave out --dora or --lora-base nf4");
     if (!c.save_adapters.empty() && !(c.model == ModelFamily::gpt && c.lora_rank > 0))
         reject("save_adapters", "there are no adapters to save without LoRA; add --model gpt --lora-rank R or leave "
                                 "out --save-adapters");

@@ -27,6 +27,7 @@ std::string to_string(Technique technique) {
         case Technique::fused_kernels: return "fused kernels (torch.compile)";
         case Technique::peft_lora: return "PEFT (LoRA)";
         case Technique::peft_qlora: return "PEFT (QLoRA, 4-bit base)";
+        case Technique::peft_dora: return "PEFT (DoRA)";
         case Technique::data_parallel: return "data parallelism";
         case Technique::zero_1: return "DeepSpeed ZeRO-1";
         case Technique::zero_2: return "DeepSpeed ZeRO-2";
@@ -46,7 +47,8 @@ std::vector<Technique> all_techniques() {
             Technique::data_preloading,
             Technique::fused_kernels,
             Technique::peft_lora,
-            Technique::peft_qlora};
+            Technique::peft_qlora,
+            Technique::peft_dora};
 }
 
 std::vector<Technique> multi_process_techniques() {
@@ -78,6 +80,8 @@ TechniqueClaim claimed_effect(Technique technique) {
         case Technique::peft_lora: return {"no", "yes"};
         // The QLoRA paper: the 4-bit base saves memory; each product dequantizes it first.
         case Technique::peft_qlora: return {"no (slower)", "yes"};
+        // The DoRA paper: better accuracy at low rank, slower and more memory than LoRA.
+        case Technique::peft_dora: return {"no (slower)", "yes"};
         // Not in the guide's table: more workers on the same global batch.
         case Technique::data_parallel: return {"yes", "no"};
         case Technique::zero_1:
@@ -296,6 +300,20 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
             validate(variant);
             break;
         }
+        case Technique::peft_dora: {
+            if (base.model != ModelFamily::gpt)
+                throw Error("PEFT (DoRA) adapts a GPT's attention and MLP layers; compare with --model gpt");
+            // LoRA at the baseline's rank (8 without one) as DoRA, or plain LoRA where the
+            // baseline already is DoRA; a 4-bit base is left in full (no QDoRA).
+            variant.lora_rank = base.lora_rank > 0 ? base.lora_rank : 8;
+            variant.dora = !(base.lora_rank > 0 && base.dora);
+            if (variant.dora) variant.lora_base = LoraBase::full;
+            description = (base.lora_rank == 0 ? arrow("lora_rank", "0", std::to_string(variant.lora_rank)) + ", " : "") +
+                          arrow("dora", on_off(base.dora && base.lora_rank > 0), on_off(variant.dora)) +
+                          (base.lora_base != variant.lora_base ? ", lora_base nf4 -> full" : "");
+            validate(variant);
+            break;
+        }
         case Technique::data_parallel:
         case Technique::zero_1:
         case Technique::zero_2: {
@@ -331,7 +349,9 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
     std::vector<Technique> techniques = options.techniques;
     // LoRA adapts a GPT's layers: other models have no rows for it.
     if (base.model != ModelFamily::gpt)
-        std::erase_if(techniques, [](Technique t) { return t == Technique::peft_lora || t == Technique::peft_qlora; });
+        std::erase_if(techniques, [](Technique t) {
+            return t == Technique::peft_lora || t == Technique::peft_qlora || t == Technique::peft_dora;
+        });
     // Every change is measured against the baseline, so it always runs, and first.
     techniques.erase(std::remove(techniques.begin(), techniques.end(), Technique::baseline),
                      techniques.end());

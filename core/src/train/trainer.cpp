@@ -138,10 +138,10 @@ private:
                 if (weights.tensors.front().name.starts_with(kPeftPrefix))
                     throw Error("'" + config_.init_weights + "' holds LoRA adapters alone (--save-adapters), not a "
                                 "model; give --init-weights the weights of the model they were trained on");
-                weights = with_initial_adapters(std::move(weights), spec_.model, config_.seed);
+                weights = with_initial_adapters(std::move(weights), spec_.model, config_.seed, config_.precision);
                 check_weights_shape(weights, spec_.model);
             } else {
-                weights = init_weights(spec_.model, config_.seed);
+                weights = init_weights(spec_.model, config_.seed, config_.precision);
             }
             engine_->set_weights(weights);
             state_.seed = config_.seed;

@@ -34,6 +34,7 @@
 #include "nn/activation.hpp"
 #include "nn/attention.hpp"
 #include "nn/conv2d.hpp"
+#include "nn/dora.hpp"
 #include "nn/embedding.hpp"
 #include "nn/layernorm.hpp"
 #include "nn/linear.hpp"
@@ -100,6 +101,7 @@ public:
         packed_ = static_cast<float*>(take());
         if (plan_.nf4_tile_bytes > 0) nf4_tile_ = take();
         if (plan_.nf4_packed_tile_floats > 0) nf4_packed_tile_ = static_cast<float*>(take());
+        if (plan_.dora_norm_floats > 0) dora_norms_ = static_cast<float*>(take());
         if (plan_.products != ProductKernel::eigen) {
             void* scratchpads = plan_.onednn_scratchpad_bytes > 0 ? take() : nullptr;
             onednn_ = std::make_unique<OnednnProducts>(plan_.threads, scratchpads, plan_.onednn_scratchpad_bytes);
@@ -400,8 +402,9 @@ private:
     float* output(const OpDesc& op, size_t k) const {
         return plan_.stored_16bit(op.outputs[k]) ? output_staging_.at(k) : tensor(op.outputs[k]);
     }
+    // Outputs past the second (DoRA's unscaled result) are stored by their kernels.
     void store_outputs(const OpDesc& op, int64_t samples) {
-        for (size_t k = 0; k < op.outputs.size(); ++k)
+        for (size_t k = 0; k < std::min<size_t>(op.outputs.size(), output_staging_.size()); ++k)
             if (plan_.stored_16bit(op.outputs[k]))
                 store_16bit(plan_.precision, output_staging_.at(k), tensor_16bit(op.outputs[k]), elements(op.outputs[k], samples));
     }
@@ -612,6 +615,31 @@ private:
         return nf4_packed_tile_;
     }
 
+    // --- DoRA (nn/dora.hpp) on a lora_linear op's params {W, b, A, B, m}.
+    // out holds the LoRA result r: the norms of W + s B A as the products read them, then
+    // out = r + (m / n - 1) (r - b), r - b saved as output 2 (through the scratch in 16-bit runs).
+    void dora_forward_op(const OpDesc& op, const PackedLinear& p, float* out, int64_t n) {
+        const auto& a = plan_.model.params[static_cast<size_t>(op.params[2])].shape;
+        const int64_t features = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
+        float* norms = dora_norms_ + p.dora_norm_offset;
+        dora_weight_norms(product_param(op, 0), product_param(op, 2), product_param(op, 3), op.lora_scale, a[1], features,
+                          a[0], norms, scratch_);
+        const int unscaled = op.outputs[2];
+        float* z = plan_.stored_16bit(unscaled) ? scratch_ : tensor(unscaled);
+        dora_forward(out, product_param(op, 1), fp32_param(op, 4), norms, z, plan_.rows(op, n), features);
+        if (plan_.stored_16bit(unscaled)) store_16bit(plan_.precision, z, tensor_16bit(unscaled), elements(unscaled, n));
+    }
+    // dm from dout and the saved unscaled result; returns dout scaled by m / n, in the scratch.
+    float* dora_backward_op(const OpDesc& op, int o, const PackedLinear& p, const float* dout, int64_t n) {
+        const int64_t features = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
+        const int unscaled = op.outputs[2];
+        float* scaled = scratch_;
+        const float* z = read(unscaled, n, scratch_ + p.dora_unscaled_offset);
+        dora_backward(dout, z, fp32_param(op, 4), dora_norms_ + p.dora_norm_offset, param_grad(op.params[4]), scaled,
+                      plan_.rows(op, n), features, param_write(o, 4));
+        return scaled;
+    }
+
     // The op's input as the products read it: its 16-bit codes, or fp32 values.
     const void* onednn_input(const OpDesc& op, int64_t n) const {
         return bf16_products() ? static_cast<const void*>(tensor_16bit(op.inputs[0])) : input(op, 0, n);
@@ -700,6 +728,7 @@ private:
                 const auto& a = plan_.model.params[static_cast<size_t>(op.params[2])].shape;
                 lora_forward(x, product_param(op, 2), product_param(op, 3), op.lora_scale, output(op, 1), out, rows, a[1],
                              plan_.model.params[static_cast<size_t>(op.params[0])].shape[0], a[0]);
+                if (op.params.size() > 4) dora_forward_op(op, p, out, n);
                 break;
             }
             case OpKind::activation:
@@ -866,20 +895,24 @@ private:
                 const int64_t out = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
                 float* dinput = grad(op.inputs[0]);
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
+                // DoRA: the magnitude's gradient from dout, then the products and the adapter
+                // see dout scaled by m / n (in 16-bit runs rounded after the scaling).
+                float* scratch = scratch_ + p.dora_scratch_prefix;
+                if (op.params.size() > 4) dout = dora_backward_op(op, o, p, dout, n);
                 if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 const float* x = input(op, 0, n);
                 // The frozen product writes dX = W^T dout; the adapter adds its part to it.
                 if (dinput && p.onednn)
                     onednn_linear_backward(*onednn_, onednn_operands(), onednn_input(op, n),
                                            p.nf4 ? dequantized_weight(op) : onednn_weight(op, p), dout, nullptr, nullptr,
-                                           dinput, in, out, rows, GradientWrite::overwrite, scratch_);
+                                           dinput, in, out, rows, GradientWrite::overwrite, scratch);
                 else if (dinput)
                     linear_backward_packed(p.transposed,
                                            p.nf4 ? nf4_packed(op, p.transposed) : packed_ + p.transposed_offset, x, dout,
                                            nullptr, nullptr, dinput, in, out, rows, GradientWrite::overwrite);
                 lora_backward(x, saved_output(op, 1, n), dout, product_param(op, 2), product_param(op, 3), op.lora_scale,
                               param_grad(op.params[2]), param_grad(op.params[3]), dinput, rows, in, out, rank,
-                              param_write(o, 2), scratch_);
+                              param_write(o, 2), scratch);
                 return;
             }
             case OpKind::activation: {
@@ -991,6 +1024,7 @@ private:
     float* packed_ = nullptr;
     void* nf4_tile_ = nullptr;            // QLoRA: one weight dequantized (GraphPlan::nf4_tile_bytes)
     float* nf4_packed_tile_ = nullptr;    // and packed for Eigen's products
+    float* dora_norms_ = nullptr;         // DoRA: each op's ||W + s B A|| (PackedLinear::dora_norm_offset)
     std::unique_ptr<OnednnProducts> onednn_;  // when the linear ops' products run in oneDNN
     bool packed_stale_ = true;
     bool frozen_packed_ = false;   // frozen weights' packing is still valid
