@@ -66,7 +66,9 @@ std::string knobs(const RunConfig& config) {
     std::string text = to_string(config.precision);
     if (config.gradient_checkpointing) text += ", checkpointing";
     if (config.zero > 0) text += ", ZeRO-" + std::to_string(config.zero);
-    if (config.lora_rank > 0) text += ", LoRA rank " + std::to_string(config.lora_rank);
+    if (config.lora_rank > 0)
+        text += std::string(config.dora ? ", DoRA" : config.lora_base == LoraBase::nf4 ? ", QLoRA" : ", LoRA") + " rank " +
+                std::to_string(config.lora_rank);
     return text;
 }
 
@@ -153,6 +155,8 @@ int run_plan(const PlanArguments& arguments) {
         nlohmann::json j{{"model", plan.model_summary},
                          {"parameters", plan.parameter_count},
                          {"trainable_parameters", plan.trainable_parameter_count},
+                         {"nf4_parameters", plan.nf4_parameter_count},
+                         {"nf4_bytes", plan.nf4_bytes},
                          {"device", config.device},
                          {"engine", engine},
                          {"precision", to_string(config.precision)},
@@ -184,6 +188,7 @@ int run_plan(const PlanArguments& arguments) {
     std::string parameters = format_count(plan.parameter_count) + " parameters";
     if (plan.trainable_parameter_count < plan.parameter_count)
         parameters += ", " + format_count(plan.trainable_parameter_count) + " trainable";
+    parameters += nf4_parameters_note(plan);
     std::printf("plan: %s (%s), %s, %s, on %s\n", plan.model_summary.c_str(), parameters.c_str(),
                 batch_shape(config, plan.micro_batch).c_str(), knobs(config).c_str(), config.device.c_str());
     if (!plan.auto_fit_note.empty()) std::printf("%s\n", plan.auto_fit_note.c_str());

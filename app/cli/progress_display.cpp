@@ -61,6 +61,7 @@ void ProgressDisplay::start(const RunPlan& plan) {
     std::string parameters = std::to_string(plan.parameter_count) + " parameters";
     if (plan.trainable_parameter_count < plan.parameter_count)
         parameters += ", " + std::to_string(plan.trainable_parameter_count) + " of them trainable";
+    parameters += nf4_parameters_note(plan);
     std::fprintf(out_,
                  "plan: %s (%s), %" PRId64 " training %s, global batch %" PRId64
                  "%s = micro-batch %" PRId64 " x step_size %" PRId64 "%s, %" PRId64 " updates/epoch, %" PRId64

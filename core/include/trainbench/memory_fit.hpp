@@ -46,7 +46,7 @@ int64_t needed_bytes(const RunConfig& config, const RunPlan& plan, const DeviceB
 struct WhatIfRow {
     std::string change;             // "as configured", "bf16 + checkpointing", ...
     RunConfig config;
-    bool same_update = true;        // false for LoRA: it trains adapters, not the model
+    bool same_update = true;        // false for LoRA and QLoRA: they train adapters, not the model
     std::string error;              // why the row does not apply (then nothing else is set)
     BytesByCategory bytes{};        // planned, per process
     int64_t planned_bytes = 0;      // their sum

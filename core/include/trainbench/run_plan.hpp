@@ -27,6 +27,8 @@ struct RunPlan {
     std::string model_summary;         // "MLP 2-128-128-3", "GPT L4 H4 C128 T128 V65"
     int64_t parameter_count = 0;
     int64_t trainable_parameter_count = 0;  // less than parameter_count when LoRA freezes the base
+    int64_t nf4_parameter_count = 0;  // QLoRA: base weights stored as NF4, and their bytes
+    int64_t nf4_bytes = 0;
     BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update), per process
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
@@ -53,5 +55,9 @@ int64_t updates_per_epoch(int64_t samples, int64_t global_batch);
 // The largest micro-batch of an update: process 0's share of the batch (the largest) cut into
 // step_size parts. What the engine is planned for (RunPlan::micro_batch).
 int64_t largest_micro_batch(int64_t batch, int64_t step_size, int64_t processes);
+
+// QLoRA: ", 786432 in 4-bit NF4 at 4.13 bits each" for the plan's parameters line;
+// empty without an NF4 base.
+std::string nf4_parameters_note(const RunPlan& plan);
 
 }  // namespace trainbench

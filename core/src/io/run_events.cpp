@@ -31,6 +31,8 @@ void each_plan_member(Plan& p, Visit&& visit) {
     visit("model_summary", p.model_summary);
     visit("parameter_count", p.parameter_count);
     visit("trainable_parameter_count", p.trainable_parameter_count);
+    visit("nf4_parameter_count", p.nf4_parameter_count);
+    visit("nf4_bytes", p.nf4_bytes);
     visit("planned_bytes", p.planned_bytes);
     visit("auto_fit_note", p.auto_fit_note);
     visit("fused_traffic_bytes", p.fused_traffic_bytes);

@@ -146,6 +146,12 @@ std::vector<WhatIfRow> what_if_table(const RunConfig& configured, const Dataset&
         lora.lora_rank = 8;
         add("LoRA rank 8 (adapters only)", lora);
     }
+    if (base.model == ModelFamily::gpt && base.lora_base != LoraBase::nf4 && !base.dora) {
+        RunConfig qlora = base;
+        qlora.lora_rank = base.lora_rank > 0 ? base.lora_rank : 8;
+        qlora.lora_base = LoraBase::nf4;
+        add("QLoRA rank " + std::to_string(qlora.lora_rank) + " (adapters, 4-bit base)", qlora);
+    }
     RunConfig light = with_checkpointing(with_bf16(base));
     add("bf16 + checkpointing", light);
     add("bf16 + checkpointing + step_size x4", with_step(light, 4));
@@ -154,7 +160,8 @@ std::vector<WhatIfRow> what_if_table(const RunConfig& configured, const Dataset&
     // A combination the configuration already has (bf16 + checkpointing on a bf16 run with
     // checkpointing) is an earlier row again.
     auto knobs_of = [](const RunConfig& c) {
-        return std::make_tuple(c.step_size, c.gradient_checkpointing, c.precision, c.processes, c.zero, c.lora_rank);
+        return std::make_tuple(c.step_size, c.gradient_checkpointing, c.precision, c.processes, c.zero, c.lora_rank,
+                               c.lora_base);
     };
     std::vector<WhatIfRow> rows;
     for (size_t v = 0; v < variants.size(); ++v) {
@@ -166,7 +173,7 @@ std::vector<WhatIfRow> what_if_table(const RunConfig& configured, const Dataset&
         WhatIfRow row;
         row.change = change;
         row.config = config;
-        row.same_update = config.lora_rank == configured.lora_rank;
+        row.same_update = config.lora_rank == configured.lora_rank && config.lora_base == configured.lora_base;
         const Planned planned = plan_of(config, data);
         if (!planned.error.empty()) {
             row.error = planned.error;

@@ -1,8 +1,10 @@
 #include "trainbench/run_plan.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
+#include "model/param_layout.hpp"
 #include "parallel/shard_range.hpp"
 #include "plan/graph_plan.hpp"
 #include "train/engine_factory.hpp"
@@ -70,6 +72,13 @@ std::string over_budget_message(const RunConfig& config, const Dataset& data, in
 
 }  // namespace
 
+std::string nf4_parameters_note(const RunPlan& plan) {
+    if (plan.nf4_parameter_count == 0) return "";
+    char bits[32];
+    std::snprintf(bits, sizeof bits, "%.2f", 8.0 * static_cast<double>(plan.nf4_bytes) / static_cast<double>(plan.nf4_parameter_count));
+    return ", " + std::to_string(plan.nf4_parameter_count) + " in 4-bit NF4 at " + bits + " bits each";
+}
+
 RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     validate(requested);
     RunConfig config = requested;
@@ -105,6 +114,10 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.model_summary = spec.model.summary;
     plan.parameter_count = spec.model.parameter_count();
     plan.trainable_parameter_count = spec.model.trainable_parameter_count();
+    const ParamLayout layout = make_param_layout(spec.model);
+    for (size_t p = 0; p < spec.model.params.size(); ++p)
+        if (layout.nf4_offset[p] >= 0) plan.nf4_parameter_count += spec.model.params[p].numel();
+    plan.nf4_bytes = layout.nf4_bytes;
     plan.flops_per_sample = spec.model.training_flops_per_sample;
     plan.planned_bytes = plan_engine_memory(config, spec);
     if (!is_cuda_device(config.device)) {
