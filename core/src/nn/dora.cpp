@@ -1,5 +1,6 @@
 #include "nn/dora.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "parallel/parallel_range.hpp"
@@ -53,13 +54,24 @@ void dora_forward(float* output, const float* bias, const float* magnitude, cons
 
 void dora_backward(const float* grad_output, const float* unscaled, const float* magnitude, const float* norms,
                    float* grad_magnitude, float* scaled_grad, int64_t rows, int64_t out, GradientWrite write) {
-    // Columns split across the team: each dm_j summed by one thread over the rows in order.
+    // Columns split across the team: each dm_j summed by one thread over the rows in order, a
+    // block of columns at a time so that every row is read along its length.
+    constexpr int64_t kColumns = 256;
     parallel_range(out, rows, [&](int64_t first, int64_t end) {
-        for (int64_t j = first; j < end; ++j) {
-            double sum = 0.0;
-            for (int64_t r = 0; r < rows; ++r) sum += static_cast<double>(grad_output[r * out + j]) * unscaled[r * out + j];
-            const float dm = static_cast<float>(sum / norms[j]);
-            grad_magnitude[j] = write == GradientWrite::overwrite ? dm : grad_magnitude[j] + dm;
+        for (int64_t block = first; block < end; block += kColumns) {
+            const int64_t width = std::min(kColumns, end - block);
+            double sums[kColumns] = {};
+            for (int64_t r = 0; r < rows; ++r) {
+                const float* g = grad_output + r * out + block;
+                const float* z = unscaled + r * out + block;
+#pragma omp simd
+                for (int64_t j = 0; j < width; ++j) sums[j] += static_cast<double>(g[j]) * z[j];
+            }
+            for (int64_t j = 0; j < width; ++j) {
+                const float dm = static_cast<float>(sums[j] / norms[block + j]);
+                float& into = grad_magnitude[block + j];
+                into = write == GradientWrite::overwrite ? dm : into + dm;
+            }
         }
     });
     parallel_range(rows, out, [&](int64_t first, int64_t end) {

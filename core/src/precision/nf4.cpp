@@ -163,37 +163,32 @@ float nf4_block_absmax(const Nf4Tensor& q, int64_t block) {
     return scaled + *q.offset;
 }
 
-namespace {
-
-// Elements [begin, end) as `store(i, value)` receives them, a block's absmax computed once.
-template <class Store>
-void dequantize_blocks(const Nf4Tensor& q, int64_t begin, int64_t end, Store store) {
+void dequantize_nf4(const Nf4Tensor& q, int64_t begin, int64_t end, Precision precision, void* out) {
     const std::array<float, 16>& codes = nf4_code_values();
+    // A block at a time: its codes unpacked to indices, looked up (a gather the compiler
+    // vectorises) and scaled into fp32, then copied or rounded to 16 bits in one pass.
+    alignas(64) int32_t index[kNf4BlockSize];
+    alignas(64) float values[kNf4BlockSize];
     int64_t i = begin;
     while (i < end) {
         const int64_t block = i / kNf4BlockSize;
-        const int64_t block_end = std::min((block + 1) * kNf4BlockSize, end);
-        const float absmax = nf4_block_absmax(q, block);
-        for (; i < block_end; ++i) {
-            const uint8_t pair = q.codes[i / 2];
-            store(i, codes[i % 2 == 0 ? pair >> 4 : pair & 0x0f] * absmax);
+        const int64_t first = block * kNf4BlockSize;
+        const int64_t stop = std::min(first + kNf4BlockSize, end);
+        const int64_t width = std::min(first + kNf4BlockSize, q.sizes.elements) - first;
+        const uint8_t* bytes = q.codes + first / 2;
+        for (int64_t k = 0; k < (width + 1) / 2; ++k) {
+            index[2 * k] = bytes[k] >> 4;
+            index[2 * k + 1] = bytes[k] & 0x0f;
         }
-    }
-}
-
-}  // namespace
-
-void dequantize_nf4(const Nf4Tensor& q, int64_t begin, int64_t end, Precision precision, void* out) {
-    auto* values = static_cast<float*>(out);
-    auto* codes16 = static_cast<uint16_t*>(out);
-    switch (precision) {
-        case Precision::fp32: dequantize_blocks(q, begin, end, [&](int64_t i, float v) { values[i] = v; }); break;
-        case Precision::bf16:
-            dequantize_blocks(q, begin, end, [&](int64_t i, float v) { codes16[i] = float_to_bf16(v); });
-            break;
-        case Precision::fp16:
-            dequantize_blocks(q, begin, end, [&](int64_t i, float v) { codes16[i] = float_to_fp16(v); });
-            break;
+        const float absmax = nf4_block_absmax(q, block);
+#pragma omp simd
+        for (int64_t k = 0; k < width; ++k) values[k] = codes[static_cast<size_t>(index[k])] * absmax;
+        const int64_t offset = i - first, count = stop - i;
+        if (precision == Precision::fp32)
+            std::copy(values + offset, values + offset + count, static_cast<float*>(out) + i);
+        else
+            store_16bit_serial(precision, values + offset, static_cast<uint16_t*>(out) + i, count);
+        i = stop;
     }
 }
 
