@@ -1,14 +1,17 @@
 #pragma once
-// The LoRA fixtures' model, data and training loop (tests/fixtures/make_lora_fixtures.py), for
-// the LoRA and QLoRA suites.
+// The LoRA fixtures' model, data and training loop (tests/fixtures/make_lora_fixtures.py), and
+// the checks the LoRA, QLoRA and DoRA suites share. Include it from the one source file of a
+// test executable (it brings core/allocation_counter.hpp).
 #include <QtTest>
 
 #include <cmath>
 #include <cstring>
 
 #include "backend/compute_engine.hpp"
+#include "core/allocation_counter.hpp"
 #include "core/torch_fixtures.hpp"
 #include "model/build_model.hpp"
+#include "trainbench/lora_weights.hpp"
 #include "trainbench/weights.hpp"
 
 namespace lora_fixture {
@@ -101,6 +104,56 @@ inline int64_t adapter_elements(const ModelDesc& model) {
     for (const ParamDesc& p : model.params)
         if (is_lora_adapter(p.name)) n += p.numel();
     return n;
+}
+
+// After a first update of `spec` from `weights`, three more (two micro-batches, the norm, the
+// step and an evaluation each) allocate nothing (core/allocation_counter.hpp).
+inline void expect_updates_allocate_nothing(const EngineSpec& spec, const ModelWeights& weights) {
+    SKIP_WITHOUT_ALLOCATION_COUNTER();
+    auto engine = make_cpu_engine(spec);
+    engine->set_weights(weights);
+    train(*engine, 1);
+    const FixtureData data;
+    allocations = 0;
+    counting = true;
+    for (int u = 0; u < 3; ++u) {
+        engine->zero_grad();
+        engine->forward_backward(data.batch(0), double(2 * B * T), 1.0);
+        engine->forward_backward(data.batch(1), double(2 * B * T), 1.0);
+        engine->grad_norm_squared();
+        engine->optimizer_step(1e-3, 1.0, 2 + u);
+        engine->evaluate(data.batch(2));
+    }
+    counting = false;
+    QCOMPARE(allocations.load(), 0L);
+}
+
+// One update of `spec` from `weights`, then every category's peak against the plan (the cache
+// aside), which it writes to `planned`.
+inline void expect_plan_equals_allocation(const EngineSpec& spec, const ModelWeights& weights, BytesByCategory& planned) {
+    auto engine = make_cpu_engine(spec);
+    engine->set_weights(weights);
+    train(*engine, 1);
+    planned = plan_cpu_engine_memory(spec);
+    const MemoryReport report = engine->memory();
+    for (int c = 0; c < kMemoryCategoryCount; ++c)
+        if (c != int(MemoryCategory::cache)) QCOMPARE(report.peak[size_t(c)], planned[size_t(c)]);
+}
+
+// A trained adapted engine's weights merged (--save-weights) evaluate in a plain GPT as the
+// adapted model does.
+inline void expect_merged_weights_compute_the_same(ComputeEngine& adapted) {
+    auto plain = make_cpu_engine(fixture_spec(Precision::fp32, false, 2, 0));
+    plain->set_weights(merge_lora_adapters(adapted.weights(), kAlpha / double(kRank)));
+    const FixtureData data;
+    const double want = adapted.evaluate(data.batch(5)).loss_sum, got = plain->evaluate(data.batch(5)).loss_sum;
+    QVERIFY2(std::abs(got - want) < 1e-5 * want, qPrintable(QString("%1 vs %2").arg(got).arg(want)));
+}
+
+// The rows of a test run in fp32 and bf16.
+inline void add_precision_rows() {
+    QTest::addColumn<int>("precision");
+    for (Precision p : {Precision::fp32, Precision::bf16}) QTest::newRow(to_string(p).c_str()) << int(p);
 }
 
 }  // namespace lora_fixture

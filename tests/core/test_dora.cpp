@@ -6,7 +6,6 @@
 // allocation; the update allocates nothing; merged weights compute what the adapters do.
 #include <QtTest>
 
-#include "core/allocation_counter.hpp"
 #include "core/lora_fixture.hpp"
 #include "memory/tracking_arena.hpp"
 #include "model/init_weights.hpp"
@@ -86,7 +85,7 @@ private slots:
     // B = 0 and m = the norms of W's rows (as the run's precision holds W): every layer scales
     // by exactly 1, so the model computes what LoRA's fresh adapters (and the base) compute, to
     // the bit; from a plain model file too.
-    void a_fresh_adapter_computes_the_base_exactly_data() { precision_rows(); }
+    void a_fresh_adapter_computes_the_base_exactly_data() { add_precision_rows(); }
     void a_fresh_adapter_computes_the_base_exactly() {
         QFETCH(int, precision);
         const auto p = Precision(precision);
@@ -150,21 +149,15 @@ private slots:
 
     // Every category as planned; gradients and optimizer state hold A, B and m; activations
     // hold one more [rows, out] tensor per layer than LoRA's (the unscaled result).
-    void plan_equals_allocation_data() { precision_rows(); }
+    void plan_equals_allocation_data() { add_precision_rows(); }
     void plan_equals_allocation() {
         QFETCH(int, precision);
         const auto p = Precision(precision);
         for (bool checkpointing : {false, true}) {
             const EngineSpec spec = dora_spec(p, checkpointing);
-            auto engine = make_cpu_engine(spec);
-            engine->set_weights(dora_weights());
-            train(*engine, 1);
-            const BytesByCategory planned = plan_cpu_engine_memory(spec);
-            const MemoryReport report = engine->memory();
-            for (int c = 0; c < kMemoryCategoryCount; ++c) {
-                if (c == int(MemoryCategory::cache)) continue;
-                QCOMPARE(report.peak[size_t(c)], planned[size_t(c)]);
-            }
+            BytesByCategory planned{};
+            expect_plan_equals_allocation(spec, dora_weights(), planned);
+            if (QTest::currentTestFailed()) return;
             const int64_t adapters = adapter_elements(spec.model);
             QCOMPARE(planned[size_t(MemoryCategory::gradients)], TrackingArena::rounded_size(adapters * 4));
             QCOMPARE(planned[size_t(MemoryCategory::optimizer_state)], TrackingArena::rounded_size(2 * adapters * 4));
@@ -173,26 +166,10 @@ private slots:
         }
     }
 
-    void updates_do_not_allocate_data() { precision_rows(); }
+    void updates_do_not_allocate_data() { add_precision_rows(); }
     void updates_do_not_allocate() {
-        SKIP_WITHOUT_ALLOCATION_COUNTER();
         QFETCH(int, precision);
-        auto engine = make_cpu_engine(dora_spec(Precision(precision), true));
-        engine->set_weights(dora_weights());
-        train(*engine, 1);
-        const FixtureData data;
-        allocations = 0;
-        counting = true;
-        for (int u = 0; u < 3; ++u) {
-            engine->zero_grad();
-            engine->forward_backward(data.batch(0), double(2 * B * T), 1.0);
-            engine->forward_backward(data.batch(1), double(2 * B * T), 1.0);
-            engine->grad_norm_squared();
-            engine->optimizer_step(1e-3, 1.0, 2 + u);
-            engine->evaluate(data.batch(2));
-        }
-        counting = false;
-        QCOMPARE(allocations.load(), 0L);
+        expect_updates_allocate_nothing(dora_spec(Precision(precision), true), dora_weights());
     }
 
     // --save-weights of a DoRA run: each adapted row m / ||W + s B A|| (W + s B A), which a
@@ -201,18 +178,7 @@ private slots:
         auto dora = make_cpu_engine(dora_spec());
         dora->set_weights(dora_weights());
         train(*dora, 2);
-        auto plain = make_cpu_engine(fixture_spec(Precision::fp32, false, 2, 0));
-        plain->set_weights(merge_lora_adapters(dora->weights(), kAlpha / double(kRank)));
-        const FixtureData data;
-        const double want = dora->evaluate(data.batch(5)).loss_sum, got = plain->evaluate(data.batch(5)).loss_sum;
-        QVERIFY2(std::abs(got - want) < 1e-5 * want, qPrintable(QString("%1 vs %2").arg(got).arg(want)));
-    }
-
-private:
-    static void precision_rows() {
-        QTest::addColumn<int>("precision");
-        for (Precision p : {Precision::fp32, Precision::bf16})
-            QTest::newRow(to_string(p).c_str()) << int(p);
+        expect_merged_weights_compute_the_same(*dora);
     }
 };
 

@@ -12,7 +12,6 @@
 #include <map>
 
 #include "backend/compute_engine.hpp"
-#include "core/allocation_counter.hpp"
 #include "core/lora_fixture.hpp"
 #include "core/torch_fixtures.hpp"
 #include "memory/tracking_arena.hpp"
@@ -91,21 +90,15 @@ private slots:
 
     // Gradients and optimizer state hold the adapters only; a 16-bit run keeps no fp32 copy of
     // the frozen weights; every category is what the plan says.
-    void memory_holds_state_for_the_adapters_only_data() { precision_rows(); }
+    void memory_holds_state_for_the_adapters_only_data() { add_precision_rows(); }
     void memory_holds_state_for_the_adapters_only() {
         QFETCH(int, precision);
         const auto p = Precision(precision);
         for (bool checkpointing : {false, true}) {
             const EngineSpec spec = fixture_spec(p, checkpointing);
-            auto engine = make_cpu_engine(spec);
-            engine->set_weights(load_weights(kDir + "lora_weights.safetensors"));
-            train(*engine, 1);
-            const BytesByCategory planned = plan_cpu_engine_memory(spec);
-            const MemoryReport report = engine->memory();
-            for (int c = 0; c < kMemoryCategoryCount; ++c) {
-                if (c == int(MemoryCategory::cache)) continue;
-                QCOMPARE(report.peak[size_t(c)], planned[size_t(c)]);
-            }
+            BytesByCategory planned{};
+            expect_plan_equals_allocation(spec, load_weights(kDir + "lora_weights.safetensors"), planned);
+            if (QTest::currentTestFailed()) return;
             const int64_t adapters = adapter_elements(spec.model), all = spec.model.parameter_count();
             auto bytes = [&](MemoryCategory c) { return planned[size_t(c)]; };
             QCOMPARE(bytes(MemoryCategory::gradients), TrackingArena::rounded_size(adapters * 4));
@@ -154,26 +147,10 @@ private slots:
         }
     }
 
-    void updates_do_not_allocate_data() { precision_rows(); }
+    void updates_do_not_allocate_data() { add_precision_rows(); }
     void updates_do_not_allocate() {
-        SKIP_WITHOUT_ALLOCATION_COUNTER();
         QFETCH(int, precision);
-        auto engine = make_cpu_engine(fixture_spec(Precision(precision), true));
-        engine->set_weights(load_weights(kDir + "lora_weights.safetensors"));
-        train(*engine, 1);
-        const FixtureData data;
-        allocations = 0;
-        counting = true;
-        for (int u = 0; u < 3; ++u) {
-            engine->zero_grad();
-            engine->forward_backward(data.batch(0), double(2 * B * T), 1.0);
-            engine->forward_backward(data.batch(1), double(2 * B * T), 1.0);
-            engine->grad_norm_squared();
-            engine->optimizer_step(1e-3, 1.0, 2 + u);
-            engine->evaluate(data.batch(2));
-        }
-        counting = false;
-        QCOMPARE(allocations.load(), 0L);
+        expect_updates_allocate_nothing(fixture_spec(Precision(precision), true), load_weights(kDir + "lora_weights.safetensors"));
     }
 
     // --save-weights of a LoRA run: W + (alpha / r) B A, which a plain GPT evaluates as the
@@ -209,13 +186,6 @@ private slots:
             const auto& want = (is_lora_adapter(p.name) ? fresh : base).find(p.name)->data;
             QVERIFY(start.find(p.name)->data == want);
         }
-    }
-
-private:
-    static void precision_rows() {
-        QTest::addColumn<int>("precision");
-        for (Precision p : {Precision::fp32, Precision::bf16})
-            QTest::newRow(to_string(p).c_str()) << int(p);
     }
 };
 

@@ -8,7 +8,6 @@
 
 #include <filesystem>
 
-#include "core/allocation_counter.hpp"
 #include "core/lora_fixture.hpp"
 #include "memory/tracking_arena.hpp"
 #include "model/param_layout.hpp"
@@ -118,21 +117,15 @@ private slots:
 
     // Every category as planned; the base's parameters are its NF4 bytes, about 4.1 bits a
     // weight, beside the frozen tensors QLoRA leaves in the run's precision and the adapters.
-    void plan_equals_allocation_and_the_base_takes_4_bits_data() { precision_rows(); }
+    void plan_equals_allocation_and_the_base_takes_4_bits_data() { add_precision_rows(); }
     void plan_equals_allocation_and_the_base_takes_4_bits() {
         QFETCH(int, precision);
         const auto p = Precision(precision);
         for (bool checkpointing : {false, true}) {
             const EngineSpec spec = qlora_spec(p, checkpointing);
-            auto engine = make_cpu_engine(spec);
-            engine->set_weights(initial_weights());
-            train(*engine, 1);
-            const BytesByCategory planned = plan_cpu_engine_memory(spec);
-            const MemoryReport report = engine->memory();
-            for (int c = 0; c < kMemoryCategoryCount; ++c) {
-                if (c == int(MemoryCategory::cache)) continue;
-                QCOMPARE(report.peak[size_t(c)], planned[size_t(c)]);
-            }
+            BytesByCategory planned{};
+            expect_plan_equals_allocation(spec, initial_weights(), planned);
+            if (QTest::currentTestFailed()) return;
             const ParamLayout layout = make_param_layout(spec.model);
             int64_t quantized = 0;
             for (const ParamDesc& d : spec.model.params) quantized += d.nf4 ? d.numel() : 0;
@@ -149,26 +142,10 @@ private slots:
         }
     }
 
-    void updates_do_not_allocate_data() { precision_rows(); }
+    void updates_do_not_allocate_data() { add_precision_rows(); }
     void updates_do_not_allocate() {
-        SKIP_WITHOUT_ALLOCATION_COUNTER();
         QFETCH(int, precision);
-        auto engine = make_cpu_engine(qlora_spec(Precision(precision), true));
-        engine->set_weights(initial_weights());
-        train(*engine, 1);
-        const FixtureData data;
-        allocations = 0;
-        counting = true;
-        for (int u = 0; u < 3; ++u) {
-            engine->zero_grad();
-            engine->forward_backward(data.batch(0), double(2 * B * T), 1.0);
-            engine->forward_backward(data.batch(1), double(2 * B * T), 1.0);
-            engine->grad_norm_squared();
-            engine->optimizer_step(1e-3, 1.0, 2 + u);
-            engine->evaluate(data.batch(2));
-        }
-        counting = false;
-        QCOMPARE(allocations.load(), 0L);
+        expect_updates_allocate_nothing(qlora_spec(Precision(precision), true), initial_weights());
     }
 
     // A checkpoint carries the NF4 storage: resuming continues on the same 4-bit base, bit for
@@ -226,19 +203,7 @@ private slots:
         auto qlora = make_cpu_engine(qlora_spec(Precision::fp32));
         qlora->set_weights(initial_weights());
         train(*qlora, 2);
-        auto plain = make_cpu_engine(fixture_spec(Precision::fp32, false, 2, 0));
-        plain->set_weights(merge_lora_adapters(qlora->weights(), kAlpha / double(kRank)));
-        const FixtureData data;
-        const MicroBatch batch = data.batch(5);
-        const double want = qlora->evaluate(batch).loss_sum, got = plain->evaluate(batch).loss_sum;
-        QVERIFY2(std::abs(got - want) < 1e-5 * want, qPrintable(QString("%1 vs %2").arg(got).arg(want)));
-    }
-
-private:
-    static void precision_rows() {
-        QTest::addColumn<int>("precision");
-        for (Precision p : {Precision::fp32, Precision::bf16})
-            QTest::newRow(to_string(p).c_str()) << int(p);
+        expect_merged_weights_compute_the_same(*qlora);
     }
 };
 
