@@ -169,7 +169,7 @@ struct GraphPlan {
 
     // Every allocation, persistent ones first (the weights: fp32, or fp32 master weights and the
     // 16-bit working copy; QLoRA's NF4 store; gradients; optimizer state; packed weights; the NF4
-    // tiles; oneDNN's scratchpads when it runs the products); per-micro-batch ones
+    // tiles; DoRA's norms; oneDNN's scratchpads when it runs the products); per-micro-batch ones
     // after `first_step_buffer` (the gradient bucket block, when planned, follows the activation
     // gradients' block; 16-bit runs append the stagings).
     std::vector<PlannedBuffer> buffers;
