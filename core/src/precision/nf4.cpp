@@ -21,9 +21,9 @@ constexpr std::array<double, 16> kNf4Values{
 // bitsandbytes' create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8): for each
 // exponent i in 0..6, the 2^i means of neighbouring points of linspace(0.1, 1, 2^i + 1) times
 // 10^(i-6), positive and negative, then 0 and 1, sorted. Written out as torch computes them in
-// float32 (tests/fixtures/make_nf4_fixtures.py prints the same table): its vectorised linspace
-// rounds a few points differently from the scalar formula, and quantized states saved by
-// bitsandbytes carry this table's values.
+// float32 (tests/core/test_nf4.cpp compares it with the table make_nf4_fixtures.py writes): its
+// vectorised linspace moves 44 of the values an ulp away from what the scalar formula gives,
+// and quantized states saved by bitsandbytes carry torch's values.
 constexpr std::array<float, 256> kDynamicMap{
     -0x1.fc6666p-1f, -0x1.f53332p-1f, -0x1.eep-1f, -0x1.e6ccccp-1f, -0x1.df9998p-1f, -0x1.d86666p-1f,
     -0x1.d13334p-1f, -0x1.cap-1f, -0x1.c2ccccp-1f, -0x1.bb9998p-1f, -0x1.b46666p-1f, -0x1.ad3332p-1f,
