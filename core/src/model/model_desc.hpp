@@ -76,6 +76,9 @@ struct OpDesc {
     int segment = -1;             // gradient checkpointing unit (a GPT block, MLP layers)
 };
 
+// A lora_linear op with DoRA's magnitude: its fifth param (and third output).
+inline bool has_dora_magnitude(const OpDesc& op) { return op.kind == OpKind::lora_linear && op.params.size() == 5; }
+
 struct ModelDesc {
     ModelFamily family = ModelFamily::mlp;
     std::string summary;               // "MLP 2-128-128-3", "GPT L4 H4 C128 T128 V65", "CNN 1x28x28 c32-c64 128-10"

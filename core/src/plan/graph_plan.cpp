@@ -71,7 +71,7 @@ void check_frozen_params(const ModelDesc& model) {
         size_t frozen = 0;
         for (int p : op.params) frozen += model.params[static_cast<size_t>(p)].trainable ? 0 : 1;
         if (op.kind == OpKind::lora_linear) {
-            const bool dora = op.params.size() == 5 && op.outputs.size() == 3;
+            const bool dora = has_dora_magnitude(op) && op.outputs.size() == 3;
             if ((op.params.size() != 4 && !dora) || frozen != 2 || model.params[static_cast<size_t>(op.params[0])].trainable ||
                 model.params[static_cast<size_t>(op.params[1])].trainable)
                 throw std::logic_error("planner: a LoRA layer needs a frozen W, b and trainable A, B (DoRA: and m)");
@@ -364,7 +364,7 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                 if (op.kind == OpKind::lora_linear) {
                     const int64_t rank = m.params[static_cast<size_t>(op.params[2])].shape[0];
                     const int64_t rows = plan.micro_batch * op.rows_per_sample;
-                    if (op.params.size() > 4) {
+                    if (has_dora_magnitude(op)) {
                         dora_prefix = align(rows * out) * (plan.sixteen_bit() ? 2 : 1);
                         plan.packed[o].dora_unscaled_offset = align(rows * out);
                         plan.packed[o].dora_scratch_prefix = dora_prefix;

@@ -49,7 +49,7 @@ public:
                                 2 * tensor(op.outputs[1]) + 2 * tensor(op.outputs[0]);
                 // DoRA: the norms read W, A and B again; the output is read, scaled and written,
                 // and the unscaled result written beside it.
-                if (op.params.size() > 4)
+                if (has_dora_magnitude(op))
                     bytes += param(op.params[0]) + param(op.params[2]) + param(op.params[3]) + 2 * tensor(op.outputs[0]) +
                              tensor(op.outputs[2]);
                 return bytes;
@@ -110,7 +110,7 @@ public:
                     bytes += 2 * dout + tensor(op.inputs[0]) + 2 * tensor(op.outputs[1]) + param(op.params[2]) +
                              param(op.params[3]);
                 // DoRA: dm reads dout and the unscaled result; the scaled gradient is written.
-                if (op.params.size() > 4) bytes += 2 * dout + tensor(op.outputs[2]);
+                if (has_dora_magnitude(op)) bytes += 2 * dout + tensor(op.outputs[2]);
                 if (dinput) bytes += dout + param(op.params[0]) + fp32(op.inputs[0]);
                 return bytes;
             }

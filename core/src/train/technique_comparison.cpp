@@ -117,6 +117,11 @@ std::string arrow(const std::string& what, const std::string& from, const std::s
 
 std::string on_off(bool on) { return on ? "on" : "off"; }
 
+// The rows that fine-tune a GPT with adapters: other models have none.
+bool is_peft(Technique technique) {
+    return technique == Technique::peft_lora || technique == Technique::peft_qlora || technique == Technique::peft_dora;
+}
+
 double percent_change(double value, double reference) {
     if (!(reference > 0.0) || !std::isfinite(value)) return std::numeric_limits<double>::quiet_NaN();
     return 100.0 * (value - reference) / reference;
@@ -222,6 +227,8 @@ std::string signed_percent(double value) {
 
 RunConfig technique_variant(const RunConfig& base, Technique technique,
                             const ComparisonOptions& options, std::string* change) {
+    if (is_peft(technique) && base.model != ModelFamily::gpt)
+        throw Error(to_string(technique) + " adapts a GPT's attention and MLP layers; compare with --model gpt");
     RunConfig variant = base;
     std::string description;
     switch (technique) {
@@ -279,16 +286,12 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
             validate(variant);
             break;
         case Technique::peft_lora:
-            if (base.model != ModelFamily::gpt)
-                throw Error("PEFT (LoRA) adapts a GPT's attention and MLP layers; compare with --model gpt");
             variant.lora_rank = base.lora_rank == 0 ? 8 : 0;
             description = arrow("lora_rank", std::to_string(base.lora_rank), std::to_string(variant.lora_rank)) +
                           (variant.lora_rank > 0 ? " (base frozen, adapters on " + variant.lora_targets + ")" : "");
             validate(variant);
             break;
         case Technique::peft_qlora: {
-            if (base.model != ModelFamily::gpt)
-                throw Error("PEFT (QLoRA) adapts a GPT's attention and MLP layers; compare with --model gpt");
             // LoRA at the baseline's rank (8 without one) with the base in 4 bits, or back in full
             // where the baseline already quantizes it.
             const bool quantized = base.lora_rank > 0 && base.lora_base == LoraBase::nf4;
@@ -301,8 +304,6 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
             break;
         }
         case Technique::peft_dora: {
-            if (base.model != ModelFamily::gpt)
-                throw Error("PEFT (DoRA) adapts a GPT's attention and MLP layers; compare with --model gpt");
             // LoRA at the baseline's rank (8 without one) as DoRA, or plain LoRA where the
             // baseline already is DoRA; a 4-bit base is left in full (no QDoRA).
             variant.lora_rank = base.lora_rank > 0 ? base.lora_rank : 8;
@@ -349,9 +350,7 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
     std::vector<Technique> techniques = options.techniques;
     // LoRA adapts a GPT's layers: other models have no rows for it.
     if (base.model != ModelFamily::gpt)
-        std::erase_if(techniques, [](Technique t) {
-            return t == Technique::peft_lora || t == Technique::peft_qlora || t == Technique::peft_dora;
-        });
+        std::erase_if(techniques, is_peft);
     // Every change is measured against the baseline, so it always runs, and first.
     techniques.erase(std::remove(techniques.begin(), techniques.end(), Technique::baseline),
                      techniques.end());

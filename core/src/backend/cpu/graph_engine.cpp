@@ -616,14 +616,15 @@ private:
     }
 
     // --- DoRA (nn/dora.hpp) on a lora_linear op's params {W, b, A, B, m}.
-    // out holds the LoRA result r: the norms of W + s B A as the products read them, then
-    // out = r + (m / n - 1) (r - b), r - b saved as output 2 (through the scratch in 16-bit runs).
-    void dora_forward_op(const OpDesc& op, const PackedLinear& p, float* out, int64_t n) {
+    // out holds the LoRA result r, computed from A and B as given: the norms of W + s B A as
+    // the products read them, then out = r + (m / n - 1) (r - b), r - b saved as output 2
+    // (through the scratch in 16-bit runs).
+    void dora_forward_op(const OpDesc& op, const PackedLinear& p, const float* lora_a, const float* lora_b, float* out,
+                         int64_t n) {
         const auto& a = plan_.model.params[static_cast<size_t>(op.params[2])].shape;
         const int64_t features = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
         float* norms = dora_norms_ + p.dora_norm_offset;
-        dora_weight_norms(product_param(op, 0), product_param(op, 2), product_param(op, 3), op.lora_scale, a[1], features,
-                          a[0], norms, scratch_);
+        dora_weight_norms(product_param(op, 0), lora_a, lora_b, op.lora_scale, a[1], features, a[0], norms, scratch_);
         const int unscaled = op.outputs[2];
         float* z = plan_.stored_16bit(unscaled) ? scratch_ : tensor(unscaled);
         dora_forward(out, product_param(op, 1), fp32_param(op, 4), norms, z, plan_.rows(op, n), features);
@@ -726,9 +727,11 @@ private:
                     packed_linear_forward(p.forward, packed, packed + p.forward.total_floats(), x, out, rows);
                 }
                 const auto& a = plan_.model.params[static_cast<size_t>(op.params[2])].shape;
-                lora_forward(x, product_param(op, 2), product_param(op, 3), op.lora_scale, output(op, 1), out, rows, a[1],
+                const float* lora_a = product_param(op, 2);
+                const float* lora_b = product_param(op, 3);
+                lora_forward(x, lora_a, lora_b, op.lora_scale, output(op, 1), out, rows, a[1],
                              plan_.model.params[static_cast<size_t>(op.params[0])].shape[0], a[0]);
-                if (op.params.size() > 4) dora_forward_op(op, p, out, n);
+                if (has_dora_magnitude(op)) dora_forward_op(op, p, lora_a, lora_b, out, n);
                 break;
             }
             case OpKind::activation:
@@ -898,7 +901,7 @@ private:
                 // DoRA: the magnitude's gradient from dout, then the products and the adapter
                 // see dout scaled by m / n (in 16-bit runs rounded after the scaling).
                 float* scratch = scratch_ + p.dora_scratch_prefix;
-                if (op.params.size() > 4) dout = dora_backward_op(op, o, p, dout, n);
+                if (has_dora_magnitude(op)) dout = dora_backward_op(op, o, p, dout, n);
                 if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 const float* x = input(op, 0, n);
                 // The frozen product writes dX = W^T dout; the adapter adds its part to it.
