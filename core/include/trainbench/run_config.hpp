@@ -22,6 +22,10 @@ enum class CpuProducts { automatic, eigen, onednn };
 // --lora-base: how a LoRA fine-tune stores the frozen base weights of its adapted layers: in the
 // run's precision (full), or as QLoRA's 4-bit NormalFloat with double quantization (nf4).
 enum class LoraBase { full, nf4 };
+// Model parallelism (--pipeline-schedule): the order in which a pipeline stage runs the update's
+// micro-batches. gpipe: all forwards, then all backwards; one_f_one_b: PipeDream-flush, a
+// backward after each forward once the pipeline is full, at most P micro-batches in flight.
+enum class PipelineSchedule { gpipe, one_f_one_b };
 
 // Hyper-parameters follow torch.optim's names and defaults. Unset optionals resolve to the
 // chosen optimizer's PyTorch default (see resolved_*()).

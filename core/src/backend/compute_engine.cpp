@@ -14,4 +14,15 @@ void ComputeEngine::logits_row(const MicroBatch&, int64_t, float*) {
     throw Error("this engine cannot generate text samples; use --sample-chars 0");
 }
 
+namespace {
+[[noreturn]] void no_pipeline_stages() { throw Error("this engine runs no pipeline stages; use --device cpu or --pipeline-stages 1"); }
+}  // namespace
+
+float* ComputeEngine::stage_input() { no_pipeline_stages(); }
+float* ComputeEngine::stage_input_gradient() { no_pipeline_stages(); }
+float* ComputeEngine::stage_output() { no_pipeline_stages(); }
+float* ComputeEngine::stage_output_gradient() { no_pipeline_stages(); }
+double ComputeEngine::stage_forward(const MicroBatch&, int, double, double) { no_pipeline_stages(); }
+void ComputeEngine::stage_backward(int) { no_pipeline_stages(); }
+
 }  // namespace trainbench

@@ -48,6 +48,9 @@ struct EngineSpec {
     int zero_stage = 0;
     int shard_rank = 0;
     int shard_count = 1;
+    // A pipeline stage (model/pipeline_stages.hpp): how many micro-batches' activations it holds
+    // at once between stage_forward and stage_backward.
+    int pipeline_in_flight = 1;
 };
 
 // A micro-batch as the loop hands it over. x is [features x count] column-major on the host;
@@ -101,6 +104,25 @@ public:
     // (a language model's position) to `out` (classes floats), for generating text. Engines
     // without it say so (Error).
     virtual void logits_row(const MicroBatch& batch, int64_t row, float* out);
+
+    // A pipeline stage (EngineSpec::model from stage_model). Its messages, fp32 and sized for the
+    // largest micro-batch, each in a buffer of its own: a stage after the first receives its input
+    // in stage_input() (give it as MicroBatch::x) and finds the gradient to send back in
+    // stage_input_gradient() after that micro-batch's backward; a stage before the last finds its
+    // output in stage_output() after stage_forward and receives its gradient in
+    // stage_output_gradient() before stage_backward. The last stage runs forward_backward.
+    // Engines without pipeline stages say so (Error).
+    virtual float* stage_input();
+    virtual float* stage_input_gradient();
+    virtual float* stage_output();
+    virtual float* stage_output_gradient();
+    // The forward pass of a stage, its activations kept in `slot` (one of
+    // EngineSpec::pipeline_in_flight) until stage_backward(slot); slot -1: kept nowhere
+    // (evaluation, stages before the last). The last stage runs it under GPipe, where it holds
+    // several micro-batches: it then also computes the loss, returned as forward_backward
+    // returns it, and its gradient, kept for the backward.
+    virtual double stage_forward(const MicroBatch& batch, int slot, double normaliser = 1.0, double loss_scale = 1.0);
+    virtual void stage_backward(int slot);
 
     // Optimizer state for checkpoints: named flat float tensors in a stable order, whole. With
     // ZeRO it is gathered from every process: all of them call it together.

@@ -61,6 +61,10 @@ enum class OpKind {
     // {out, in A^T [rows, r]}, the second saved for the backward of B. With DoRA (nn/dora.hpp)
     // a fifth param, the magnitude m [out], and a third output, the unscaled result before m.
     lora_linear,
+    // A pipeline stage's end (model/pipeline_stages.hpp): its input is the stage's output, sent
+    // to the next stage; in the backward pass it takes the place of the loss, its gradient the
+    // one the next stage sends back.
+    pipeline_output,
 };
 
 struct OpDesc {
@@ -86,6 +90,9 @@ struct ModelDesc {
     int64_t input_per_sample = 0;      // features or tokens
     int64_t loss_terms_per_sample = 1; // targets per sample: 1, or the context length
     int64_t classes = 0;               // logits per loss term (0: regression)
+    // A pipeline stage after the first: its input (tensor 0) came from the stage before, which
+    // needs its gradient back.
+    bool input_gradient = false;
     // Model FLOPs of one sample's forward and backward pass, the numerator of MFU: GPT,
     // llm.c's (6N + 6 L C T) per token; MLP, 6 per weight (2 forward, 4 backward).
     double training_flops_per_sample = 0.0;

@@ -27,6 +27,7 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
         if (op.kind == OpKind::conv2d || op.kind == OpKind::max_pool) throw Error(kNoConvolutions);
     for (const OpDesc& op : spec.model.ops)
         if (op.kind == OpKind::lora_linear) throw Error(kNoLora);
+    if (spec.model.input_gradient || spec.model.ops.back().kind == OpKind::pipeline_output) throw Error(kNoPipeline);
     DevicePlan plan;
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
     // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too, and

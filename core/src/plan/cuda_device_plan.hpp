@@ -16,6 +16,8 @@ namespace trainbench::cuda {
 // Why the CUDA engine refuses a model (make_device_plan throws them; the engine's op switch too).
 inline constexpr const char* kNoConvolutions =
     "the CUDA engine has no convolution kernels yet: train the CNN with --device cpu, or use --model mlp on the GPU";
+inline constexpr const char* kNoPipeline =
+    "the CUDA engine runs no pipeline stages yet: use --device cpu with --pipeline-stages, or leave it at 1 on the GPU";
 inline constexpr const char* kNoLora =
     "the CUDA engine has no LoRA kernels yet: fine-tune with --device cpu, or leave out --lora-rank on the GPU";
 

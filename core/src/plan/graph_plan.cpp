@@ -55,6 +55,7 @@ Uses find_uses(const ModelDesc& model) {
 // embedding and first LayerNorm) run no backward at all.
 std::vector<bool> find_requires_grad(const ModelDesc& model) {
     std::vector<bool> needs(model.tensors.size(), false);
+    if (model.input_gradient && !needs.empty()) needs[0] = true;  // a pipeline stage's input
     for (const OpDesc& op : model.ops) {
         bool any = false;
         for (int p : op.params) any = any || model.params[static_cast<size_t>(p)].trainable;
@@ -248,8 +249,11 @@ void assign_gradient_offsets(GraphPlan& plan, const Uses& uses, const std::vecto
     std::vector<int> group(n);
     std::iota(group.begin(), group.end(), 0);
     std::vector<bool> needed(n, false);
-    for (size_t t = 0; t < n; ++t) needed[t] = requires_grad[t] && uses.producer[t] >= 0 && !uses.consumers[t].empty() &&
-                                             m.ops[static_cast<size_t>(uses.producer[t])].outputs[0] == static_cast<int>(t);
+    // A result's gradient (not an op's saved statistics); a pipeline stage's input too, sent back.
+    for (size_t t = 0; t < n; ++t)
+        needed[t] = requires_grad[t] && !uses.consumers[t].empty() &&
+                    (uses.producer[t] >= 0 ? m.ops[static_cast<size_t>(uses.producer[t])].outputs[0] == static_cast<int>(t)
+                                           : t == 0 && m.input_gradient);
     for (const OpDesc& op : m.ops)
         if (op.kind == OpKind::activation && needed[static_cast<size_t>(op.inputs[0])])
             group[static_cast<size_t>(op.inputs[0])] = group[static_cast<size_t>(op.outputs[0])];
@@ -447,7 +451,8 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
             case OpKind::embedding:
             case OpKind::residual_add:
             case OpKind::max_pool:
-            case OpKind::mean_squared_error: break;
+            case OpKind::mean_squared_error:
+            case OpKind::pipeline_output: break;
         }
     }
 }
@@ -545,11 +550,32 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const Pla
     if (plan.nf4_packed_tile_floats > 0) add(MemoryCategory::workspace, plan.nf4_packed_tile_floats * 4);
     if (plan.dora_norm_floats > 0) add(MemoryCategory::workspace, plan.dora_norm_floats * 4);
     if (plan.onednn_scratchpad_bytes > 0) add(MemoryCategory::workspace, plan.threads * plan.onednn_scratchpad_bytes);
+    // A pipeline stage's messages, fp32: the input it receives and the gradient it sends back;
+    // the output it sends and the gradient it receives for it. Sends and receives have buffers of
+    // their own, so that a send can be on its way while the next message arrives.
+    if (model.input_gradient) {
+        plan.stage_input_floats = model.input_per_sample * micro_batch;
+        add(MemoryCategory::workspace, plan.stage_input_floats * 4);
+        add(MemoryCategory::workspace, plan.stage_input_floats * 4);
+    }
+    if (!model.ops.empty() && model.ops.back().kind == OpKind::pipeline_output) {
+        plan.stage_output_floats = plan.tensor_elements[static_cast<size_t>(model.ops.back().inputs[0])];
+        add(MemoryCategory::workspace, plan.stage_output_floats * 4);
+        add(MemoryCategory::workspace, plan.stage_output_floats * 4);
+    }
     plan.first_step_buffer = plan.buffers.size();
-    if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets
-    for (size_t t = 0; t < model.tensors.size(); ++t)
-        if (plan.tensor_slot[t] < 0 && plan.tensor_alias[t] < 0)
-            add(MemoryCategory::activations, plan.tensor_elements[t] * plan.element_bytes(static_cast<int>(t)));
+    plan.in_flight = std::max(1, options.in_flight);
+    plan.keeps_loss_gradient = model.input_gradient && plan.in_flight > 1 && model.ops.back().kind != OpKind::pipeline_output;
+    for (int set = 0; set < plan.in_flight; ++set) {
+        if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets
+        for (size_t t = 0; t < model.tensors.size(); ++t)
+            if (plan.tensor_slot[t] < 0 && plan.tensor_alias[t] < 0)
+                add(MemoryCategory::activations, plan.tensor_elements[t] * plan.element_bytes(static_cast<int>(t)));
+        if (plan.keeps_loss_gradient)
+            add(MemoryCategory::activations, plan.tensor_elements[static_cast<size_t>(model.ops.back().inputs[0])] * 4);
+        if (set == 0) plan.kept_buffers = plan.buffers.size() - plan.first_step_buffer;
+    }
+    plan.first_pass_buffer = plan.buffers.size();
     for (int64_t bytes : plan.slot_bytes) add(MemoryCategory::activations, bytes);
     add(MemoryCategory::workspace, plan.grad_floats * 4);
     if (plan.reduces_in_backward()) add(MemoryCategory::gradients, plan.bucket_floats * 4);

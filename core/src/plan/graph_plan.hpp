@@ -167,13 +167,30 @@ struct GraphPlan {
     std::array<int64_t, 2> output_staging_floats{};
     int64_t weight_staging_floats = 0;
 
+    // A pipeline stage (model/pipeline_stages.hpp): floats of each of its two fp32 message
+    // buffers on either side (the input and its gradient, the output and its gradient; 0: none), and how
+    // many micro-batches' activations it holds at once (between a micro-batch's forward and its
+    // backward; 1 outside a pipeline).
+    int64_t stage_input_floats = 0;
+    int64_t stage_output_floats = 0;
+    int in_flight = 1;
+    // The last stage of a pipeline holding several micro-batches (GPipe): each keeps its loss's
+    // gradient (fp32, the loss input's elements) from its forward to its backward.
+    bool keeps_loss_gradient = false;
+
     // Every allocation, persistent ones first (the weights: fp32, or fp32 master weights and the
     // 16-bit working copy; QLoRA's NF4 store; gradients; optimizer state; packed weights; the NF4
-    // tiles; DoRA's norms; oneDNN's scratchpads when it runs the products); per-micro-batch ones
-    // after `first_step_buffer` (the gradient bucket block, when planned, follows the activation
-    // gradients' block; 16-bit runs append the stagings).
+    // tiles; DoRA's norms; oneDNN's scratchpads when it runs the products; a stage's messages);
+    // per-micro-batch ones after `first_step_buffer`: what a micro-batch keeps from its forward
+    // to its backward (its tokens, the tensors with buffers of their own, a loss gradient kept
+    // by the last stage under GPipe), `kept_buffers` of
+    // them, once per micro-batch in flight; then from `first_pass_buffer` on what a pass needs
+    // while it runs (recompute slots; activation gradients; the gradient bucket block, when
+    // planned; the kernels' scratch; in 16-bit runs the stagings).
     std::vector<PlannedBuffer> buffers;
     size_t first_step_buffer = 0;
+    size_t kept_buffers = 0;
+    size_t first_pass_buffer = 0;
     BytesByCategory planned_bytes() const;
 
     int64_t rows(const OpDesc& op, int64_t samples) const { return samples * op.rows_per_sample; }
@@ -217,6 +234,7 @@ struct PlanOptions {
     bool shard_gradients = false;
     // The sample counts besides micro_batch the engine will be given (GraphPlan::sample_counts).
     std::vector<int64_t> sample_counts{};
+    int in_flight = 1;  // GraphPlan::in_flight
 };
 
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const PlanOptions& options);

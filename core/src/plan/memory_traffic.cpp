@@ -88,6 +88,8 @@ public:
                 // of one value per row is left out).
                 return tensor(op.inputs[0]) + (plan_.fused ? 1 : 5) * fp32(op.inputs[0]);
             case OpKind::mean_squared_error: return tensor(op.inputs[0]) + fp32(op.inputs[0]);
+            // A stage's output widened into its message, and its gradient copied in.
+            case OpKind::pipeline_output: return tensor(op.inputs[0]) + 2 * fp32(op.inputs[0]);
         }
         return 0;
     }
@@ -143,7 +145,8 @@ public:
                 return dout + qkv + att + datt + (2 * datt + att) + 2 * datt + 2 * datt + datt + dqkv;
             }
             case OpKind::cross_entropy:
-            case OpKind::mean_squared_error: return 0;  // counted with the forward
+            case OpKind::mean_squared_error:
+            case OpKind::pipeline_output: return 0;  // counted with the forward
         }
         return 0;
     }

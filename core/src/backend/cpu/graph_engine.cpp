@@ -72,7 +72,8 @@ GraphPlan plan_for(const EngineSpec& spec) {
                             .shard_rank = sharded ? spec.shard_rank : 0,
                             .shard_count = sharded ? spec.shard_count : 1,
                             .shard_gradients = spec.zero_stage >= 2,
-                            .sample_counts = spec.sample_counts});
+                            .sample_counts = spec.sample_counts,
+                            .in_flight = spec.pipeline_in_flight});
 }
 
 class GraphEngine final : public ComputeEngine {
@@ -107,10 +108,22 @@ public:
             onednn_ = std::make_unique<OnednnProducts>(plan_.threads, scratchpads, plan_.onednn_scratchpad_bytes);
             prepare_products();
         }
+        if (plan_.stage_input_floats > 0) {
+            stage_input_ = static_cast<float*>(take());
+            stage_input_gradient_ = static_cast<float*>(take());
+        }
+        if (plan_.stage_output_floats > 0) {
+            stage_output_ = static_cast<float*>(take());
+            stage_output_gradient_ = static_cast<float*>(take());
+        }
         std::fill(grads_, grads_ + plan_.gradient_floats(), 0.0f);
         tensors_.assign(plan_.model.tensors.size(), nullptr);
         slots_.assign(plan_.slot_elements.size(), nullptr);
-        step_buffers_.reserve(plan_.buffers.size());
+        kept_sets_.resize(static_cast<size_t>(plan_.in_flight));
+        for (auto& set : kept_sets_) set.reserve(plan_.kept_buffers);
+        evaluation_set_.reserve(plan_.kept_buffers);
+        set_samples_.assign(static_cast<size_t>(plan_.in_flight), 0);
+        pass_buffers_.reserve(plan_.buffers.size());
     }
 
     void set_weights(const ModelWeights& weights) override {
@@ -185,10 +198,71 @@ public:
         begin_micro_batch(batch);
         forward(batch.count);
         const double loss = loss_forward(batch, static_cast<float>(loss_scale / normaliser));
-        backward(batch.count);
+        backward(batch.count, plan_.last_segment);
         grads_stale_ = false;
+        send_input_gradient(batch.count);
         end_micro_batch();
         return loss;
+    }
+
+    float* stage_input() override { return stage_input_; }
+    float* stage_input_gradient() override { return stage_input_gradient_; }
+    float* stage_output() override { return stage_output_; }
+    float* stage_output_gradient() override { return stage_output_gradient_; }
+
+    double stage_forward(const MicroBatch& batch, int slot, double normaliser, double loss_scale) override {
+        const OpDesc& last = plan_.model.ops.back();
+        const bool sends = last.kind == OpKind::pipeline_output;
+        if (!sends && !plan_.keeps_loss_gradient)
+            throw Error("internal: stage_forward on a model that is not a pipeline stage");
+        const bool keep = slot >= 0;
+        if (slot >= plan_.in_flight || (keep && !kept_sets_[static_cast<size_t>(slot)].empty()) || (!keep && !sends))
+            throw Error("internal: pipeline slot " + std::to_string(slot) + " of " + std::to_string(plan_.in_flight) +
+                        " is not free");
+        check_count(batch.count);
+        std::vector<void*>& kept = keep ? kept_sets_[static_cast<size_t>(slot)] : evaluation_set_;
+        take_kept(keep ? slot : 0, kept);
+        take_pass();
+        bind(kept);
+        load_inputs(batch);
+        refresh_packed_weights();
+        forward(batch.count);
+        double loss = 0.0;
+        const int in = last.inputs[0];
+        const auto floats = static_cast<size_t>(elements(in, batch.count));
+        if (sends) {
+            const float* values = read(in, batch.count, stage_output_);
+            if (values != stage_output_) std::memcpy(stage_output_, values, floats * sizeof(float));
+        } else {
+            // The last stage under GPipe: the loss's gradient waits for the backward beside the
+            // micro-batch's activations, as torch keeps its log-probabilities.
+            loss = loss_forward(batch, static_cast<float>(loss_scale / normaliser));
+            std::memcpy(loss_gradient_, grad(in), floats * sizeof(float));
+        }
+        release(pass_buffers_);
+        if (keep) set_samples_[static_cast<size_t>(slot)] = batch.count;
+        else release(kept);
+        return loss;
+    }
+
+    // The recompute slots were handed back after the forward: every checkpointed segment is
+    // rebuilt, the last one too.
+    void stage_backward(int slot) override {
+        if (slot < 0 || slot >= plan_.in_flight || kept_sets_[static_cast<size_t>(slot)].empty())
+            throw Error("internal: no micro-batch in pipeline slot " + std::to_string(slot));
+        std::vector<void*>& kept = kept_sets_[static_cast<size_t>(slot)];
+        const int64_t n = set_samples_[static_cast<size_t>(slot)];
+        first_micro_batch_ = grads_stale_;
+        take_pass();
+        bind(kept);
+        const int out = plan_.model.ops.back().inputs[0];
+        const float* seed = plan_.keeps_loss_gradient ? loss_gradient_ : stage_output_gradient_;
+        std::memcpy(grad(out), seed, static_cast<size_t>(elements(out, n)) * sizeof(float));
+        backward(n, -1);
+        grads_stale_ = false;
+        send_input_gradient(n);
+        release(pass_buffers_);
+        release(kept);
     }
 
     // ZeRO-2 reduced each bucket during the backward passes: the shard is summed already.
@@ -446,36 +520,26 @@ private:
         return grads_ + plan_.params.offset[static_cast<size_t>(p)];
     }
 
-    // Takes the micro-batch's buffers in the planner's order and stages its input.
-    void begin_micro_batch(const MicroBatch& batch) {
-        if (batch.count < 1 || batch.count > plan_.micro_batch)
-            throw Error("internal: micro-batch of " + std::to_string(batch.count) + " samples for buffers of " +
+    void check_count(int64_t count) const {
+        if (count < 1 || count > plan_.micro_batch)
+            throw Error("internal: micro-batch of " + std::to_string(count) + " samples for buffers of " +
                         std::to_string(plan_.micro_batch));
-        size_t next = plan_.first_step_buffer;
-        step_buffers_.clear();
-        auto take = [&]() {
-            const PlannedBuffer& b = plan_.buffers[next++];
-            void* pointer = arena_.acquire(b.category, b.bytes);
-            step_buffers_.push_back(pointer);
-            return pointer;
-        };
-        const ModelDesc& m = plan_.model;
-        if (m.token_input) {
-            tokens_ = static_cast<int32_t*>(take());
-            const int64_t n = m.input_per_sample * batch.count;
-            std::copy(batch.tokens, batch.tokens + n, tokens_);
-            std::copy(batch.labels, batch.labels + n, tokens_ + plan_.token_elements);
-            labels_ = tokens_ + plan_.token_elements;
-        } else {
-            labels_ = batch.labels;
-        }
-        for (size_t t = 0; t < m.tensors.size(); ++t)
-            if (plan_.tensor_slot[t] < 0 && plan_.tensor_alias[t] < 0) tensors_[t] = take();
+    }
+    // A micro-batch's buffers, in the planner's order (GraphPlan::buffers): what it keeps from
+    // its forward to its backward (set `set` of them), then what a pass needs while it runs.
+    void take_kept(int set, std::vector<void*>& kept) {
+        kept.clear();
+        const size_t first = plan_.first_step_buffer + static_cast<size_t>(set) * plan_.kept_buffers;
+        for (size_t i = first; i < first + plan_.kept_buffers; ++i)
+            kept.push_back(arena_.acquire(plan_.buffers[i].category, plan_.buffers[i].bytes));
+    }
+    void take_pass() {
+        pass_buffers_.clear();
+        for (size_t i = plan_.first_pass_buffer; i < plan_.buffers.size(); ++i)
+            pass_buffers_.push_back(arena_.acquire(plan_.buffers[i].category, plan_.buffers[i].bytes));
+        size_t next = 0;
+        auto take = [&]() { return pass_buffers_[next++]; };
         for (auto& slot : slots_) slot = take();
-        for (size_t t = 0; t < m.tensors.size(); ++t)
-            if (plan_.tensor_slot[t] >= 0) tensors_[t] = slots_[static_cast<size_t>(plan_.tensor_slot[t])];
-        for (size_t t = 0; t < m.tensors.size(); ++t)  // in-place results share their input's storage
-            if (plan_.tensor_alias[t] >= 0) tensors_[t] = tensors_[static_cast<size_t>(plan_.tensor_alias[t])];
         grad_block_ = static_cast<float*>(take());
         if (plan_.reduces_in_backward()) bucket_block_ = static_cast<float*>(take());
         scratch_ = static_cast<float*>(take());
@@ -484,17 +548,59 @@ private:
             for (float*& staging : output_staging_) staging = static_cast<float*>(take());
             weight_staging_ = static_cast<float*>(take());
         }
-        if (!m.token_input) {
-            const int64_t count = m.input_per_sample * batch.count;
-            if (plan_.stored_16bit(0)) store_16bit(plan_.precision, batch.x, tensor_16bit(0), count);
-            else std::memcpy(tensor(0), batch.x, static_cast<size_t>(count) * sizeof(float));
+    }
+    // Points the tensors at a kept set and the pass's recompute slots.
+    void bind(const std::vector<void*>& kept) {
+        const ModelDesc& m = plan_.model;
+        size_t next = 0;
+        if (m.token_input) {
+            tokens_ = static_cast<int32_t*>(kept[next++]);
+            labels_ = tokens_ + plan_.token_elements;
         }
+        for (size_t t = 0; t < m.tensors.size(); ++t)
+            if (plan_.tensor_slot[t] < 0 && plan_.tensor_alias[t] < 0) tensors_[t] = kept[next++];
+        if (plan_.keeps_loss_gradient) loss_gradient_ = static_cast<float*>(kept[next++]);
+        for (size_t t = 0; t < m.tensors.size(); ++t)
+            if (plan_.tensor_slot[t] >= 0) tensors_[t] = slots_[static_cast<size_t>(plan_.tensor_slot[t])];
+        for (size_t t = 0; t < m.tensors.size(); ++t)  // in-place results share their input's storage
+            if (plan_.tensor_alias[t] >= 0) tensors_[t] = tensors_[static_cast<size_t>(plan_.tensor_alias[t])];
+    }
+    void release(std::vector<void*>& buffers) {
+        for (void* pointer : buffers) arena_.release(pointer);
+        buffers.clear();
+    }
+    // Copies the micro-batch's inputs into its buffers (token models: the targets too).
+    void load_inputs(const MicroBatch& batch) {
+        const ModelDesc& m = plan_.model;
+        if (m.token_input) {
+            const int64_t n = m.input_per_sample * batch.count;
+            std::copy(batch.tokens, batch.tokens + n, tokens_);
+            std::copy(batch.labels, batch.labels + n, tokens_ + plan_.token_elements);
+            return;
+        }
+        labels_ = batch.labels;
+        const int64_t count = m.input_per_sample * batch.count;
+        if (plan_.stored_16bit(0)) store_16bit(plan_.precision, batch.x, tensor_16bit(0), count);
+        else std::memcpy(tensor(0), batch.x, static_cast<size_t>(count) * sizeof(float));
+    }
+    // A pipeline stage after the first: its input's gradient, for the stage before.
+    void send_input_gradient(int64_t n) {
+        if (!plan_.model.input_gradient) return;
+        std::memcpy(stage_input_gradient_, grad(0), static_cast<size_t>(elements(0, n)) * sizeof(float));
+    }
+
+    void begin_micro_batch(const MicroBatch& batch) {
+        check_count(batch.count);
+        take_kept(0, kept_sets_[0]);
+        take_pass();
+        bind(kept_sets_[0]);
+        load_inputs(batch);
         refresh_packed_weights();
     }
 
     void end_micro_batch() {
-        for (void* pointer : step_buffers_) arena_.release(pointer);
-        step_buffers_.clear();
+        release(pass_buffers_);
+        release(kept_sets_[0]);
     }
 
     // fp32 values of a linear op's parameter k as its products read them: the weights, or in
@@ -815,7 +921,8 @@ private:
                 max_pool_forward(input(op, 0, n), output(op, 0), n, pooled_channels(op), op.height, op.width);
                 break;
             case OpKind::cross_entropy:
-            case OpKind::mean_squared_error: return;  // the loss runs in loss_forward / evaluate
+            case OpKind::mean_squared_error:
+            case OpKind::pipeline_output: return;  // the loss runs in loss_forward / evaluate; a stage's output is sent
         }
         store_outputs(op, n);
         store_fused_output(o, n);
@@ -837,9 +944,9 @@ private:
         return mean_squared_error(values, batch.targets, batch.count, dinput, grad_scale);
     }
 
-    void backward(int64_t n) {
+    // resident_segment: the checkpointed segment whose tensors the recompute slots still hold.
+    void backward(int64_t n, int resident_segment) {
         const ModelDesc& m = plan_.model;
-        int resident_segment = plan_.last_segment;
         for (int o = static_cast<int>(m.ops.size()) - 2; o >= 0; --o) {
             // Ops with nothing trainable upstream or inside have no backward (GraphPlan::grad_offset).
             if (!grad(m.ops[static_cast<size_t>(o)].outputs[0])) continue;
@@ -1011,7 +1118,8 @@ private:
                 return;
             }
             case OpKind::cross_entropy:
-            case OpKind::mean_squared_error: return;
+            case OpKind::mean_squared_error:
+            case OpKind::pipeline_output: return;
         }
     }
 
@@ -1034,7 +1142,18 @@ private:
     bool grads_stale_ = false;
     std::vector<void*> tensors_;   // fp32, or 16-bit codes where plan_.stored_16bit(t)
     std::vector<void*> slots_;
-    std::vector<void*> step_buffers_;
+    // Per micro-batch in flight (GraphPlan::in_flight), the buffers it keeps from its forward to
+    // its backward, and its samples; a pass's buffers; a pipeline stage's evaluation's kept set.
+    std::vector<std::vector<void*>> kept_sets_;
+    std::vector<int64_t> set_samples_;
+    std::vector<void*> pass_buffers_;
+    std::vector<void*> evaluation_set_;
+    // A pipeline stage's messages (GraphPlan::stage_input_floats, stage_output_floats).
+    float* stage_input_ = nullptr;
+    float* stage_input_gradient_ = nullptr;
+    float* stage_output_ = nullptr;
+    float* stage_output_gradient_ = nullptr;
+    float* loss_gradient_ = nullptr;  // the last stage under GPipe (GraphPlan::keeps_loss_gradient)
     float* grad_block_ = nullptr;
     float* bucket_block_ = nullptr;  // ZeRO-2 only
     bool first_micro_batch_ = false; // of the update: ZeRO-2 writes its shard rather than adding

@@ -809,6 +809,7 @@ private:
             case OpKind::conv2d:
             case OpKind::max_pool: throw Error(kNoConvolutions);  // make_device_plan refuses such models first
             case OpKind::lora_linear: throw Error(kNoLora);
+            case OpKind::pipeline_output: throw Error(kNoPipeline);
         }
         store_outputs(op, n);
     }
@@ -955,6 +956,7 @@ private:
             case OpKind::conv2d:
             case OpKind::max_pool: throw Error(kNoConvolutions);
             case OpKind::lora_linear: throw Error(kNoLora);
+            case OpKind::pipeline_output: throw Error(kNoPipeline);
         }
     }
 
