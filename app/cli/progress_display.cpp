@@ -58,6 +58,10 @@ void ProgressDisplay::start(const RunPlan& plan) {
         if (plan.zero > 0) processes += ", ZeRO-" + std::to_string(plan.zero);
         processes += ")";
     }
+    if (plan.pipeline_stages > 1)
+        processes += ", over " + std::to_string(plan.pipeline_stages) + " pipeline stages (" + plan.pipeline_schedule +
+                     ", a process each, " + std::to_string(plan.threads) + (plan.threads == 1 ? " thread" : " threads") +
+                     " each)";
     std::string parameters = std::to_string(plan.parameter_count) + " parameters";
     if (plan.trainable_parameter_count < plan.parameter_count)
         parameters += ", " + std::to_string(plan.trainable_parameter_count) + " of them trainable";
@@ -77,7 +81,8 @@ void ProgressDisplay::start(const RunPlan& plan) {
         categories += (categories.empty() ? "" : ", ") + std::string(to_string(MemoryCategory(c))) + " " +
                       format_bytes(plan.planned_bytes[c]);
     }
-    std::fprintf(out_, "memory plan%s: %s (%s)\n", plan.processes > 1 ? " per process" : "",
+    std::fprintf(out_, "memory plan%s: %s (%s)\n",
+                 plan.pipeline_stages > 1 ? " of process 0 (stage 1)" : plan.processes > 1 ? " per process" : "",
                  format_bytes(plan.planned_total()).c_str(), categories.c_str());
     if (!plan.products.empty()) std::fprintf(out_, "matrix products: %s\n", plan.products.c_str());
     if (plan.fused_traffic_bytes > 0)

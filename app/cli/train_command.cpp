@@ -76,6 +76,24 @@ private:
     bool owned_ = false;
 };
 
+// A pipeline's last update, stage by stage: what each did and how long it stood idle (the
+// bubble), measured, beside GPipe's (P-1)/(m+P-1); and each process's memory against its plan.
+void print_pipeline_stages(std::FILE* out, const RunResult& result) {
+    const std::vector<PipelineStageMetrics>& stages = result.last.pipeline_stages;
+    if (stages.empty()) return;
+    double idle = 0.0;
+    for (const PipelineStageMetrics& s : stages) idle += s.idle_fraction();
+    std::fprintf(out, "pipeline (last update, %" PRId64 " micro-batches, %s): bubble %.1f%% measured (mean idle share of the stages), (P-1)/(m+P-1) = %.1f%%\n",
+                 result.plan.step_size, result.plan.pipeline_schedule.c_str(),
+                 100.0 * idle / static_cast<double>(stages.size()), 100.0 * result.plan.pipeline_bubble);
+    for (size_t k = 0; k < stages.size(); ++k) {
+        const PipelineStageMetrics& s = stages[k];
+        std::fprintf(out, "  stage %zu: forward %.3f ms, backward %.3f ms, waiting %.3f ms, idle %.1f%% of %.3f ms; memory peak %s, plan %s\n",
+                     k + 1, s.forward_ms, s.backward_ms, s.wait_ms, 100.0 * s.idle_fraction(), s.span_ms,
+                     format_bytes(s.peak_bytes).c_str(), format_bytes(s.planned_bytes).c_str());
+    }
+}
+
 void print_summary(std::FILE* out, const RunResult& result, int64_t peak_rss) {
     const StepMetrics& last = result.last;
     std::fprintf(out, "result: %s after %" PRId64 " updates, %" PRId64 " samples, %.2f s\n",
@@ -101,6 +119,7 @@ void print_summary(std::FILE* out, const RunResult& result, int64_t peak_rss) {
                          format_bytes(last.device_total_bytes).c_str());
         std::fputc('\n', out);
     }
+    print_pipeline_stages(out, result);
 }
 
 // A signal's stop exits as shells report the signal (130 for Ctrl-C); a stop asked for on stdin

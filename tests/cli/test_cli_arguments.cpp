@@ -219,6 +219,12 @@ private slots:
                 setting.arguments << "--lora-rank" << "4";
                 json += ", \"lora_rank\": 4";
             }
+            // A stage per process, and a block for each stage.
+            if (field.key == "pipeline_stages") {
+                const QString stages = setting.arguments.last();
+                setting.arguments << "--processes" << stages << "--model" << "gpt" << "--n-layer" << stages;
+                json += ", \"processes\": " + stages.toStdString() + ", \"model\": \"gpt\", \"n_layer\": " + stages.toStdString();
+            }
             json += "}";
             const std::string expected = trainbench::config_to_json(trainbench::config_from_json(json));
             QVERIFY2(expected != trainbench::config_to_json(trainbench::RunConfig{}), field.key.c_str());

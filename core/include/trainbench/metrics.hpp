@@ -1,12 +1,28 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "trainbench/memory.hpp"
 
 namespace trainbench {
 
 // One optimizer update. Plain data, no heap: emitted from the hot loop.
+// One pipeline stage's part of an update (--pipeline-stages), in milliseconds: its forward and
+// backward passes, its waits for messages (receiving, and a send's buffer to be free again), and
+// the span from its first action to its last. What the span holds besides the passes is the
+// stage's idle time, the bubble. And its process's memory: the allocator's live peak since the
+// run began and the plan's total.
+struct PipelineStageMetrics {
+    double forward_ms = 0.0;
+    double backward_ms = 0.0;
+    double wait_ms = 0.0;
+    double span_ms = 0.0;
+    int64_t peak_bytes = 0;
+    int64_t planned_bytes = 0;
+    double idle_fraction() const { return span_ms > 0.0 ? 1.0 - (forward_ms + backward_ms) / span_ms : 0.0; }
+};
+
 struct StepMetrics {
     int64_t update = 0;            // 1-based index of this update in the run
     int64_t epoch = 0;             // 1-based epoch the update belongs to
@@ -32,6 +48,8 @@ struct StepMetrics {
     int64_t rss_bytes = 0;         // process resident set size
     int64_t device_used_bytes = 0; // CUDA: cudaMemGetInfo total - free; 0 on CPU
     int64_t device_total_bytes = 0;
+    // A pipeline's stages, in order (empty outside one).
+    std::vector<PipelineStageMetrics> pipeline_stages;
 };
 
 // One evaluation on the validation split: at the end of each epoch, and every --eval-every

@@ -113,6 +113,11 @@ struct RunConfig {
     // and updates 1/processes of it and gathers the parameters after the update; 2 also reduces
     // the gradients with a reduce-scatter into each process's slice.
     int64_t zero = 0;
+    // Model parallelism (model/pipeline_stages.hpp): the model cut into this many stages, each run
+    // by its own process, the update's step_size micro-batches flowing through them in
+    // pipeline_schedule's order. processes = pipeline_stages x data-parallel copies.
+    int64_t pipeline_stages = 1;
+    PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;
 
     // Efficiency techniques
     int64_t memory_limit_bytes = 0;  // 0 = no budget
@@ -141,7 +146,11 @@ std::string to_string(Precision);
 std::string to_string(ModelFamily);
 std::string to_string(FusedKernels);
 std::string to_string(CpuProducts);
+// The processes that share each global batch (data parallelism): --processes over the pipeline's
+// stages, which each hold a part of the model.
+inline int64_t data_parallel_processes(const RunConfig& c) { return c.processes / (c.pipeline_stages > 0 ? c.pipeline_stages : 1); }
 std::string to_string(LoraBase);
+std::string to_string(PipelineSchedule);
 // Parsers throw Error naming the field and the accepted values.
 Activation parse_activation(const std::string&);
 OptimizerKind parse_optimizer(const std::string&);
@@ -151,6 +160,7 @@ ModelFamily parse_model_family(const std::string&);
 FusedKernels parse_fused_kernels(const std::string&);
 CpuProducts parse_cpu_products(const std::string&);
 LoraBase parse_lora_base(const std::string&);
+PipelineSchedule parse_pipeline_schedule(const std::string&);
 // Every name the parser of Enum accepts, in declaration order: the choices of a form's list.
 template <class Enum>
 std::vector<std::string> names_of();
@@ -162,6 +172,7 @@ template <> std::vector<std::string> names_of<ModelFamily>();
 template <> std::vector<std::string> names_of<FusedKernels>();
 template <> std::vector<std::string> names_of<CpuProducts>();
 template <> std::vector<std::string> names_of<LoraBase>();
+template <> std::vector<std::string> names_of<PipelineSchedule>();
 
 // The defaults of a model family: RunConfig{} for the MLP; for the GPT, nanoGPT's recipe
 // (AdamW lr 1e-3, betas 0.9/0.95, weight decay 0.1, clipping at 1.0, 100 warmup updates then

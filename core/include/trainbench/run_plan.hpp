@@ -18,6 +18,11 @@ struct RunPlan {
     int64_t step_size = 0;             // micro-batches per update
     int64_t processes = 1;             // data-parallel processes sharing each global batch
     int64_t zero = 0;                  // ZeRO stage over those processes
+    // Model parallelism: the model's stages (a process each), the schedule ("gpipe", "1f1b") and
+    // GPipe's bubble for step_size micro-batches, (stages - 1) / (step_size + stages - 1).
+    int64_t pipeline_stages = 1;
+    std::string pipeline_schedule;
+    double pipeline_bubble = 0.0;
     int threads = 0;                   // CPU threads of each process (0 on CUDA)
     int64_t micro_batch = 0;           // largest micro-batch = ceil(ceil(batch / processes) / step_size)
     int64_t train_samples = 0;
@@ -29,7 +34,7 @@ struct RunPlan {
     int64_t trainable_parameter_count = 0;  // less than parameter_count when LoRA freezes the base
     int64_t nf4_parameter_count = 0;  // QLoRA: base weights stored as NF4, and their bytes
     int64_t nf4_bytes = 0;
-    BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update), per process
+    BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update), per process (a pipeline's: process 0's stage)
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
     // What the CPU engine multiplies with (--cpu-products made concrete for this CPU and

@@ -10,6 +10,10 @@ void ComputeEngine::sum_gradients(ProcessGroup&) {
 
 ModelWeights ComputeEngine::gradients() const { throw Error("this engine does not read its gradients back"); }
 
+std::span<float> ComputeEngine::gradient_of(const std::string& name) {
+    throw Error("internal: this engine does not give out the gradient of '" + name + "' where it is stored");
+}
+
 void ComputeEngine::logits_row(const MicroBatch&, int64_t, float*) {
     throw Error("this engine cannot generate text samples; use --sample-chars 0");
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,10 @@ public:
     // The accumulated gradients under the parameters' names (as weights() names them), for
     // checks against a reference. Engines that cannot read them back say so (Error).
     virtual ModelWeights gradients() const;
+    // The accumulated gradient of trainable parameter `name` where it is stored, for a
+    // pipeline's stages to sum a shared tensor's parts in place. Engines that keep it elsewhere
+    // (ZeRO-2's shards, a GPU) say so (Error).
+    virtual std::span<float> gradient_of(const std::string& name);
 
     virtual void zero_grad() = 0;
     // Adds d(loss_scale * sum_i loss_i / normaliser)/dθ to the gradients, where normaliser is
@@ -121,6 +126,8 @@ public:
     // (evaluation, stages before the last). The last stage runs it under GPipe, where it holds
     // several micro-batches: it then also computes the loss, returned as forward_backward
     // returns it, and its gradient, kept for the backward.
+    // Of the last forward_backward, the milliseconds until its forward pass and loss were done.
+    virtual double last_forward_ms() const { return 0.0; }
     virtual double stage_forward(const MicroBatch& batch, int slot, double normaliser = 1.0, double loss_scale = 1.0);
     virtual void stage_backward(int slot);
 

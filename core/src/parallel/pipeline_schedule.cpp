@@ -11,10 +11,17 @@ int pipeline_in_flight(PipelineSchedule schedule, int stages, int stage, int64_t
 }
 
 std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int stages, int stage, int64_t micro_batches) {
+    std::vector<PipelineAction> actions;
+    pipeline_actions(schedule, stages, stage, micro_batches, actions);
+    return actions;
+}
+
+void pipeline_actions(PipelineSchedule schedule, int stages, int stage, int64_t micro_batches,
+                      std::vector<PipelineAction>& actions) {
+    actions.clear();
     const int slots = pipeline_in_flight(schedule, stages, stage, micro_batches);
     auto forward = [&](int64_t j) { return PipelineAction{true, j, static_cast<int>(j % slots)}; };
     auto backward = [&](int64_t j) { return PipelineAction{false, j, static_cast<int>(j % slots)}; };
-    std::vector<PipelineAction> actions;
     // Forwards run ahead of backwards by `warmup` micro-batches: all of them under GPipe, under
     // 1F1B the stages after this one (the pipeline's depth from here; none on the last stage).
     const int64_t warmup =
@@ -25,7 +32,6 @@ std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int stag
         actions.push_back(backward(j));
     }
     for (int64_t j = micro_batches - warmup; j < micro_batches; ++j) actions.push_back(backward(j));
-    return actions;
 }
 
 }  // namespace trainbench

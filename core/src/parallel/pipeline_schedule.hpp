@@ -20,6 +20,9 @@ struct PipelineAction {
 
 // Stage `stage` of `stages`'s actions for an update of `micro_batches` micro-batches.
 std::vector<PipelineAction> pipeline_actions(PipelineSchedule schedule, int stages, int stage, int64_t micro_batches);
+// The same into `actions` (its capacity kept: no allocation once it has held an update's).
+void pipeline_actions(PipelineSchedule schedule, int stages, int stage, int64_t micro_batches,
+                      std::vector<PipelineAction>& actions);
 // The most micro-batches whose activations the stage holds at once (EngineSpec::pipeline_in_flight).
 int pipeline_in_flight(PipelineSchedule schedule, int stages, int stage, int64_t micro_batches);
 

@@ -3,6 +3,7 @@
 // this process's rank, how many there are, and the collectives the training loop needs. Every
 // rank calls the same collectives in the same order; in a group of one each is the identity.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace trainbench {
@@ -25,6 +26,18 @@ public:
     virtual void all_gather(float* values, int64_t n) = 0;
     // True on every rank when `flag` is true on any (a stop request, a failure).
     virtual bool any(bool flag) = 0;
+
+    // Point to point (pipeline stages' messages). send starts sending n floats to rank `to` and
+    // returns at once: the buffer must stay unchanged until wait_send(values) has returned,
+    // which waits for the send from that buffer (if any) to complete. receive returns once n
+    // floats from rank `from` have arrived. Messages from one rank to another with the same tag
+    // arrive in the order they were sent.
+    virtual void send(const float* values, int64_t n, int to, int tag) = 0;
+    virtual void wait_send(const float* values) = 0;
+    virtual void receive(float* values, int64_t n, int from, int tag) = 0;
+    // The ranks of this group that pass the same colour, as a group of their own (every rank of
+    // this group calls it together); a rank passing -1 gets none.
+    virtual std::unique_ptr<ProcessGroup> split(int colour) = 0;
 };
 
 // The group this process trains in: MPI_COMM_WORLD once join_process_world() (trainbench/

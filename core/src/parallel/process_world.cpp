@@ -30,6 +30,17 @@ public:
     void reduce_scatter(float*, const std::vector<int64_t>&) override {}
     void all_gather(float*, int64_t) override {}
     bool any(bool flag) override { return flag; }
+    void send(const float*, int64_t, int to, int) override { no_peer(to); }
+    void wait_send(const float*) override {}
+    void receive(float*, int64_t, int from, int) override { no_peer(from); }
+    std::unique_ptr<ProcessGroup> split(int colour) override {
+        return colour < 0 ? nullptr : std::make_unique<SingleProcessGroup>();
+    }
+
+private:
+    [[noreturn]] static void no_peer(int rank) {
+        throw Error("internal: a message to or from process " + std::to_string(rank) + " in a group of one");
+    }
 };
 
 #ifdef TRAINBENCH_WITH_MPI
@@ -52,9 +63,13 @@ void check_mpi(int status, const char* what) {
 
 class MpiProcessGroup final : public ProcessGroup {
 public:
-    MpiProcessGroup() {
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-        MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    explicit MpiProcessGroup(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm) {
+        MPI_Comm_rank(comm_, &rank_);
+        MPI_Comm_size(comm_, &size_);
+        sends_.reserve(8);
+    }
+    ~MpiProcessGroup() override {
+        if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
     }
     int rank() const override { return rank_; }
     int size() const override { return size_; }
@@ -77,7 +92,7 @@ public:
                 float* piece = values + start + done;
                 const auto n = static_cast<int>(std::min(kSumPieceFloats, count - done));
                 check_mpi(MPI_Reduce(root == rank_ ? MPI_IN_PLACE : piece, root == rank_ ? piece : nullptr, n,
-                                     MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD),
+                                     MPI_FLOAT, MPI_SUM, root, comm_),
                           "MPI_Reduce");
             }
             start += count;
@@ -87,13 +102,36 @@ public:
     void all_gather(float* values, int64_t n) override {
         const Slices& slices = slices_of(n);
         check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, slices.counts.data(),
-                                 slices.offsets.data(), MPI_FLOAT, MPI_COMM_WORLD),
+                                 slices.offsets.data(), MPI_FLOAT, comm_),
                   "MPI_Allgatherv");
     }
     bool any(bool flag) override {
         int value = flag ? 1 : 0;
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
         return value != 0;
+    }
+    void send(const float* values, int64_t n, int to, int tag) override {
+        wait_send(values);
+        MPI_Request request = MPI_REQUEST_NULL;
+        check_mpi(MPI_Isend(values, message_count(n), MPI_FLOAT, to, tag, comm_, &request), "MPI_Isend");
+        sends_.push_back({values, request});
+    }
+    void wait_send(const float* values) override {
+        for (size_t i = 0; i < sends_.size(); ++i) {
+            if (sends_[i].buffer != values) continue;
+            check_mpi(MPI_Wait(&sends_[i].request, MPI_STATUS_IGNORE), "MPI_Wait");
+            sends_.erase(sends_.begin() + static_cast<std::ptrdiff_t>(i));
+            return;
+        }
+    }
+    void receive(float* values, int64_t n, int from, int tag) override {
+        check_mpi(MPI_Recv(values, message_count(n), MPI_FLOAT, from, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+    }
+    std::unique_ptr<ProcessGroup> split(int colour) override {
+        MPI_Comm part = MPI_COMM_NULL;
+        check_mpi(MPI_Comm_split(comm_, colour < 0 ? MPI_UNDEFINED : colour, rank_, &part), "MPI_Comm_split");
+        if (part == MPI_COMM_NULL) return nullptr;
+        return std::make_unique<MpiProcessGroup>(part);
     }
 
 private:
@@ -123,11 +161,22 @@ private:
     void reduce(T* values, int64_t n, MPI_Datatype type) {
         for (int64_t start = 0; start < n; start += kSumPieceFloats) {
             const auto count = static_cast<int>(std::min(kSumPieceFloats, n - start));
-            check_mpi(MPI_Allreduce(MPI_IN_PLACE, values + start, count, type, MPI_SUM, MPI_COMM_WORLD),
+            check_mpi(MPI_Allreduce(MPI_IN_PLACE, values + start, count, type, MPI_SUM, comm_),
                       "MPI_Allreduce");
         }
     }
+    static int message_count(int64_t n) {
+        if (n >= kLargestCount * 2) throw Error("a pipeline message of " + std::to_string(n) + " floats is more than MPI counts");
+        return static_cast<int>(n);
+    }
+    MPI_Comm comm_;
     int rank_ = 0, size_ = 1;
+    // Sends on their way, by the buffer they read (few: a pipeline stage's two).
+    struct PendingSend {
+        const float* buffer;
+        MPI_Request request;
+    };
+    std::vector<PendingSend> sends_;
 };
 #endif
 

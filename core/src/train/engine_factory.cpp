@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "model/build_model.hpp"
+#include "model/pipeline_stages.hpp"
+#include "parallel/pipeline_schedule.hpp"
 #include "parallel/shard_range.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/processes.hpp"
@@ -63,9 +65,18 @@ EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_
     // Each process plans its own slice; outside the MPI job (the app's plan, a single process)
     // that is process 0's, the largest.
     spec.zero_stage = static_cast<int>(config.zero);
-    spec.shard_count = static_cast<int>(config.processes);
     const ProcessWorld world = process_world();
-    spec.shard_rank = world.size == config.processes ? world.rank : 0;
+    const int rank = world.size == config.processes ? world.rank : 0;
+    // A pipeline's process holds its stage (process s runs stage s); its data-parallel rank
+    // among the copies of that stage shards ZeRO and the batch.
+    const auto stages = static_cast<int>(config.pipeline_stages);
+    spec.shard_count = static_cast<int>(data_parallel_processes(config));
+    spec.shard_rank = rank / stages;
+    if (stages > 1) {
+        const int stage = rank % stages;
+        spec.model = stage_model(spec.model, split_into_stages(spec.model, stages), stage);
+        spec.pipeline_in_flight = pipeline_in_flight(config.pipeline_schedule, stages, stage, config.step_size);
+    }
     spec.sample_counts = sample_counts(config, data, micro_batch, spec.shard_rank, spec.shard_count);
     if (is_cuda_device(config.device)) {
         spec.device_index = cuda_device_index(config.device);

@@ -37,7 +37,7 @@ Planned plan_of(const RunConfig& config, const Dataset& data) {
 // The largest step_size the batch allows (each process's every micro-batch at least one sample):
 // the smallest micro-batch.
 int64_t largest_step_size(const RunConfig& config) {
-    return config.batch_size / std::max<int64_t>(1, config.processes);
+    return config.batch_size / std::max<int64_t>(1, data_parallel_processes(config));
 }
 
 // The category holding the most of a plan.
@@ -188,7 +188,7 @@ std::vector<WhatIfRow> what_if_table(const RunConfig& configured, const Dataset&
         row.step_size_for_largest = smallest_step_size_that_fits(config, data, budget);
         if (row.step_size_for_largest > 0)
             row.largest_fitting_micro_batch =
-                largest_micro_batch(config.batch_size, row.step_size_for_largest, config.processes);
+                largest_micro_batch(config.batch_size, row.step_size_for_largest, data_parallel_processes(config));
         rows.push_back(std::move(row));
     }
     WhatIfRow* smallest = nullptr;

@@ -70,6 +70,8 @@ constexpr NameTable<FusedKernels, 2> kFusedKernelsNames{{{FusedKernels::on, "on"
 constexpr NameTable<CpuProducts, 3> kCpuProductsNames{
     {{CpuProducts::automatic, "auto"}, {CpuProducts::eigen, "eigen"}, {CpuProducts::onednn, "onednn"}}};
 constexpr NameTable<LoraBase, 2> kLoraBaseNames{{{LoraBase::full, "full"}, {LoraBase::nf4, "nf4"}}};
+constexpr NameTable<PipelineSchedule, 2> kPipelineScheduleNames{
+    {{PipelineSchedule::one_f_one_b, "1f1b"}, {PipelineSchedule::gpipe, "gpipe"}}};
 
 template <typename Enum, size_t N>
 std::string name_of(const NameTable<Enum, N>& table, Enum value) {
@@ -121,6 +123,7 @@ std::string to_string(ModelFamily f) { return name_of(kModelFamilyNames, f); }
 std::string to_string(FusedKernels f) { return name_of(kFusedKernelsNames, f); }
 std::string to_string(CpuProducts p) { return name_of(kCpuProductsNames, p); }
 std::string to_string(LoraBase b) { return name_of(kLoraBaseNames, b); }
+std::string to_string(PipelineSchedule s) { return name_of(kPipelineScheduleNames, s); }
 
 Activation parse_activation(const std::string& s) {
     return parse_name(kActivationNames, s, "activation");
@@ -140,6 +143,9 @@ ModelFamily parse_model_family(const std::string& s) {
 FusedKernels parse_fused_kernels(const std::string& s) { return parse_name(kFusedKernelsNames, s, "fused"); }
 CpuProducts parse_cpu_products(const std::string& s) { return parse_name(kCpuProductsNames, s, "cpu_products"); }
 LoraBase parse_lora_base(const std::string& s) { return parse_name(kLoraBaseNames, s, "lora_base"); }
+PipelineSchedule parse_pipeline_schedule(const std::string& s) {
+    return parse_name(kPipelineScheduleNames, s, "pipeline_schedule");
+}
 
 template <> std::vector<std::string> names_of<Activation>() { return all_names(kActivationNames); }
 template <> std::vector<std::string> names_of<OptimizerKind>() { return all_names(kOptimizerNames); }
@@ -149,6 +155,7 @@ template <> std::vector<std::string> names_of<ModelFamily>() { return all_names(
 template <> std::vector<std::string> names_of<FusedKernels>() { return all_names(kFusedKernelsNames); }
 template <> std::vector<std::string> names_of<CpuProducts>() { return all_names(kCpuProductsNames); }
 template <> std::vector<std::string> names_of<LoraBase>() { return all_names(kLoraBaseNames); }
+template <> std::vector<std::string> names_of<PipelineSchedule>() { return all_names(kPipelineScheduleNames); }
 
 RunConfig default_config(ModelFamily family) {
     RunConfig c;
@@ -450,12 +457,42 @@ void validate(const RunConfig& c) {
                         "--batch-size",
                     "step_size");
 
+    if (c.pipeline_stages > 1) {
+        // A stage holds at least one unit the model can be cut between (model/pipeline_stages.hpp).
+        const int64_t units = c.model == ModelFamily::gpt ? c.n_layer
+                              : c.model == ModelFamily::cnn ? static_cast<int64_t>(c.channels.size() + c.hidden.size()) + 1
+                                                            : static_cast<int64_t>(c.hidden.size()) + 1;
+        const std::string unit = c.model == ModelFamily::gpt ? "blocks (--n-layer)" : "layers";
+        if (c.pipeline_stages > units)
+            reject("pipeline_stages", std::to_string(c.pipeline_stages) + " stages are more than the model's " +
+                                          std::to_string(units) + " " + unit + ", and each stage holds at least one: use "
+                                          "--pipeline-stages " + std::to_string(units) + " or less, or a deeper model");
+        if (c.device != "cpu")
+            reject("pipeline_stages", "pipeline stages run on the CPU engine only for now; use --device cpu or "
+                                      "--pipeline-stages 1");
+        if (c.processes % c.pipeline_stages != 0)
+            reject("pipeline_stages", "each of the " + std::to_string(c.pipeline_stages) +
+                                          " stages runs in a process of its own: --processes " +
+                                          std::to_string(c.processes) + " must be a multiple of it (e.g. --processes " +
+                                          std::to_string(c.pipeline_stages) + ")");
+        if (c.processes != c.pipeline_stages)
+            reject("pipeline_stages", "data parallelism inside a pipeline (--processes " + std::to_string(c.processes) +
+                                          " over " + std::to_string(c.pipeline_stages) +
+                                          " stages) is not built yet: use --processes " + std::to_string(c.pipeline_stages));
+        if (c.zero > 0)
+            reject("pipeline_stages", "ZeRO shards within a stage's data-parallel processes, which a pipeline does not "
+                                      "have yet: use --zero 0");
+        if (c.checkpoint_every > 0 || !c.resume_dir.empty())
+            reject("pipeline_stages", "a pipeline's runs are not checkpointed or resumed yet: leave out "
+                                      "--checkpoint-every and --resume");
+    }
+
     if (c.processes > 1) {
         if (c.device != "cpu")
             reject("processes", "several processes train on the CPU only for now; use --device cpu or --processes 1");
-        if (c.batch_size < c.processes * c.step_size)
+        if (c.batch_size < data_parallel_processes(c) * c.step_size)
             throw Error("batch_size (" + std::to_string(c.batch_size) + ") is smaller than processes x step_size (" +
-                            std::to_string(c.processes) + " x " + std::to_string(c.step_size) +
+                            std::to_string(data_parallel_processes(c)) + " x " + std::to_string(c.step_size) +
                             "): every process needs at least one sample per micro-batch; raise --batch-size or "
                             "lower --step-size or --processes",
                         "processes");

@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <string>
 
+#include "model/build_model.hpp"
 #include "model/param_layout.hpp"
+#include "model/pipeline_stages.hpp"
 #include "parallel/shard_range.hpp"
 #include "plan/graph_plan.hpp"
 #include "train/engine_factory.hpp"
@@ -32,15 +34,15 @@ int64_t largest_micro_batch(int64_t batch, int64_t step_size, int64_t processes)
 namespace {
 
 int64_t planned_total_for(const RunConfig& config, const Dataset& data) {
-    const auto spec = make_engine_spec(config, data, largest_micro_batch(config.batch_size, config.step_size, config.processes));
+    const auto spec = make_engine_spec(config, data, largest_micro_batch(config.batch_size, config.step_size, data_parallel_processes(config)));
     return sum_bytes(plan_engine_memory(config, spec));
 }
 
 // Smallest step_size >= the configured one whose plan fits the budget; 0 if none does.
 int64_t smallest_fitting_step_size(RunConfig config, const Dataset& data) {
     int64_t previous_micro = -1;
-    for (int64_t step = config.step_size; step * config.processes <= config.batch_size; ++step) {
-        const int64_t micro = largest_micro_batch(config.batch_size, step, config.processes);
+    for (int64_t step = config.step_size; step * data_parallel_processes(config) <= config.batch_size; ++step) {
+        const int64_t micro = largest_micro_batch(config.batch_size, step, data_parallel_processes(config));
         if (micro == previous_micro) continue;  // same buffers, same memory
         previous_micro = micro;
         config.step_size = step;
@@ -91,7 +93,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
             RunConfig fitted = config;
             fitted.step_size = step;
             plan.auto_fit_note = "--auto-fit chose step_size " + std::to_string(step) + " (micro-batch " +
-                                 std::to_string(largest_micro_batch(config.batch_size, step, config.processes)) + "): needs " +
+                                 std::to_string(largest_micro_batch(config.batch_size, step, data_parallel_processes(config))) + "): needs " +
                                  format_bytes(planned_total_for(fitted, data)) + " of " +
                                  format_bytes(config.memory_limit_bytes) + " instead of " + format_bytes(needed);
             config.step_size = step;
@@ -102,9 +104,14 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     }
     plan.global_batch = config.batch_size;
     plan.step_size = config.step_size;
-    plan.processes = config.processes;
+    plan.processes = data_parallel_processes(config);
+    plan.pipeline_stages = config.pipeline_stages;
+    if (config.pipeline_stages > 1) {
+        plan.pipeline_schedule = to_string(config.pipeline_schedule);
+        plan.pipeline_bubble = gpipe_bubble_fraction(static_cast<int>(config.pipeline_stages), config.step_size);
+    }
     plan.zero = config.zero;
-    plan.micro_batch = largest_micro_batch(config.batch_size, config.step_size, config.processes);
+    plan.micro_batch = largest_micro_batch(config.batch_size, config.step_size, data_parallel_processes(config));
     plan.train_samples = data.train.count;
     if (data.task == Task::language_model) plan.tokens_per_sample = data.features;
     plan.updates_per_epoch = updates_per_epoch(data.train.count, config.batch_size);
@@ -118,7 +125,9 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     for (size_t p = 0; p < spec.model.params.size(); ++p)
         if (layout.nf4_offset[p] >= 0) plan.nf4_parameter_count += spec.model.params[p].numel();
     plan.nf4_bytes = layout.nf4_bytes;
-    plan.flops_per_sample = spec.model.training_flops_per_sample;
+    // A pipeline stage's model is its part; MFU counts the whole model's FLOPs.
+    plan.flops_per_sample = config.pipeline_stages > 1 ? build_model(config, data).training_flops_per_sample
+                                                       : spec.model.training_flops_per_sample;
     plan.planned_bytes = plan_engine_memory(config, spec);
     if (!is_cuda_device(config.device)) {
         plan.threads = spec.threads;

@@ -10,7 +10,9 @@
 #include <optional>
 
 #include "data/text_corpus.hpp"
+#include "model/build_model.hpp"
 #include "model/init_weights.hpp"
+#include "model/pipeline_stages.hpp"
 #include "model/param_layout.hpp"
 #include "optim/lr_schedule.hpp"
 #include "parallel/collective_timer.hpp"
@@ -19,6 +21,7 @@
 #include "train/checkpoint.hpp"
 #include "train/engine_factory.hpp"
 #include "train/micro_batch_stream.hpp"
+#include "train/pipeline_runner.hpp"
 #include "train/peak_flops.hpp"
 #include "train/text_sampler.hpp"
 #include "trainbench/config_json.hpp"
@@ -59,6 +62,20 @@ namespace {
 // fp16 updates that overflow are skipped; this many in a row means the run cannot recover.
 constexpr int64_t kMaxConsecutiveSkips = 40;
 
+// A pipeline's update takes its micro-batches from the stream as its schedule reaches them.
+class StreamSource final : public MicroBatchSource {
+public:
+    StreamSource(MicroBatchStream& stream, LoadedMicroBatch& micro) : stream_(stream), micro_(micro) {}
+    const MicroBatch& next() override {
+        if (!stream_.next(micro_)) throw Error("internal: the data stream ended inside a batch");
+        return micro_.batch;
+    }
+
+private:
+    MicroBatchStream& stream_;
+    LoadedMicroBatch& micro_;
+};
+
 class TrainingLoop {
 public:
     TrainingLoop(const RunConfig& config, const Observer& observer, const std::atomic<bool>* stop,
@@ -73,6 +90,8 @@ public:
         if (observer_.on_start) observer_.on_start(result_.plan);
         if (!data_->note.empty()) note(data_->note);
         if (!result_.plan.auto_fit_note.empty()) note(result_.plan.auto_fit_note);
+        if (pipeline_sample_note_)
+            note("no text samples: a pipeline's stages do not generate text yet (--sample-chars is ignored)");
         if (!config_.resume_dir.empty())
             note("resumed from the checkpoint of update " + std::to_string(state_.update) + " (" +
                  checkpoint_path(config_.resume_dir) + ")");
@@ -83,7 +102,7 @@ public:
             finish(StopReason::failed, e.what());
         }
         result_.seconds = elapsed_seconds();
-        result_.weights = engine_->weights();
+        result_.weights = pipeline_ ? pipeline_->gather_weights() : engine_->weights();
         // Files of a language model carry its vocabulary, for a later run on another text.
         if (data_->task == Task::language_model)
             result_.weights.metadata[kVocabularyKey] = vocabulary_metadata(data_->vocabulary);
@@ -111,6 +130,14 @@ private:
         config_.step_size = result_.plan.step_size;  // --auto-fit may have raised it
         spec_ = make_engine_spec(config_, *data_, result_.plan.micro_batch);
         engine_ = make_engine(config_, spec_);
+        // A pipeline's process holds its stage; weights are made for the whole model and cut.
+        const ModelDesc whole = config_.pipeline_stages > 1 ? build_model(config_, *data_) : spec_.model;
+        if (config_.pipeline_stages > 1) {
+            pipeline_ = std::make_unique<PipelineRunner>(*engine_, group_, whole, config_.pipeline_schedule, config_.step_size);
+            stage_report_.assign(static_cast<size_t>(4 * pipeline_->stages()), 0.0);
+            stage_memory_.assign(static_cast<size_t>(2 * pipeline_->stages()), 0);
+            result_.last.pipeline_stages.resize(static_cast<size_t>(pipeline_->stages()));
+        }
         const MeasuredPeak peak = device_peak_flops(config_);
         // Each process computes on threads of its own and MFU counts the whole global batch's
         // FLOPs, so the run's peak is the processes' together.
@@ -138,12 +165,12 @@ private:
                 if (weights.tensors.front().name.starts_with(kPeftPrefix))
                     throw Error("'" + config_.init_weights + "' holds LoRA adapters alone (--save-adapters), not a "
                                 "model; give --init-weights the weights of the model they were trained on");
-                weights = with_initial_adapters(std::move(weights), spec_.model, config_.seed, config_.precision);
-                check_weights_shape(weights, spec_.model);
+                weights = with_initial_adapters(std::move(weights), whole, config_.seed, config_.precision);
+                check_weights_shape(weights, whole);
             } else {
-                weights = init_weights(spec_.model, config_.seed, config_.precision);
+                weights = init_weights(whole, config_.seed, config_.precision);
             }
-            engine_->set_weights(weights);
+            engine_->set_weights(pipeline_ ? stage_weights(weights, spec_.model) : weights);
             state_.seed = config_.seed;
             state_.loss_scale = config_.precision == Precision::fp16 ? DynamicLossScaler().scale() : 1.0;
         }
@@ -161,8 +188,10 @@ private:
         }
         val_targets_.resize(static_cast<size_t>(result_.plan.micro_batch));
         val_indices_.resize(static_cast<size_t>(result_.plan.micro_batch));
-        if (config_.sample_chars > 0 && data_->task == Task::language_model)
-            sampler_.emplace(*data_, config_.sample_chars, config_.sample_temperature);
+        if (config_.sample_chars > 0 && data_->task == Task::language_model) {
+            if (pipeline_) pipeline_sample_note_ = true;
+            else sampler_.emplace(*data_, config_.sample_chars, config_.sample_temperature);
+        }
         start_time_ = std::chrono::steady_clock::now();
     }
 
@@ -201,8 +230,10 @@ private:
         settings.prefetch = config_.prefetch;
         settings.indices_only = spec_.preload != nullptr;
         if (data_->task == Task::language_model) settings.tokens_per_sample = data_->features;
-        settings.rank = group_.rank();
-        settings.ranks = group_.size();
+        // The processes that share the batch: a pipeline's stages all read every micro-batch.
+        const int stages = static_cast<int>(config_.pipeline_stages);
+        settings.rank = group_.rank() / stages;
+        settings.ranks = group_.size() / stages;
         const auto targets_per_sample = static_cast<double>(data_->targets_per_sample());
         MicroBatchStream stream(data_->train, settings, StreamPosition{state_.epoch, state_.batch_in_epoch});
 
@@ -223,7 +254,16 @@ private:
             bool have_batch = false;
             // One global batch: step_size micro-batches, all normalised by its count of loss
             // terms (samples, or tokens for a language model).
-            do {
+            if (pipeline_) {
+                if (!stream.next(micro)) {
+                    final_validation();
+                    return finish(StopReason::completed, "completed " + std::to_string(config_.epochs) + " epochs");
+                }
+                StreamSource source(stream, micro);
+                const MicroBatch first = micro.batch;
+                loss_sum = pipeline_->run_update(micro.micro_count, first, source,
+                                                 static_cast<double>(micro.global_count) * targets_per_sample, scale);
+            } else do {
                 if (have_batch && stop_requested()) return finish(StopReason::stopped, "stopped by the user");
                 if (!stream.next(micro)) {
                     if (have_batch) throw Error("internal: the data stream ended inside a batch");
@@ -238,16 +278,29 @@ private:
                 else
                     engine_->skip_micro_batch();
             } while (micro.micro_index + 1 < micro.micro_count);
-            if (group_.size() > 1) {
-                // Every process's gradients and losses are sums over its share of the batch,
-                // each normalised by the whole batch: their sum is the one-process update.
-                engine_->sum_gradients(group_);
+            double norm_squared = 0.0;
+            if (pipeline_) {
+                // The stages' gradients are the parts of the whole model's (the tied embedding's
+                // two summed); the loss is the last stage's; the norm adds up over the stages.
                 const CollectiveTimer timer(loop_comm_ms_);
-                group_.sum(&loss_sum, 1);
+                pipeline_->sum_shared_gradients();
+                norm_squared = pipeline_->grad_norm_squared_part();
+                double sums[2] = {loss_sum, norm_squared};
+                group_.sum(sums, 2);
+                loss_sum = sums[0];
+                norm_squared = sums[1];
+            } else {
+                if (group_.size() > 1) {
+                    // Every process's gradients and losses are sums over its share of the batch,
+                    // each normalised by the whole batch: their sum is the one-process update.
+                    engine_->sum_gradients(group_);
+                    const CollectiveTimer timer(loop_comm_ms_);
+                    group_.sum(&loss_sum, 1);
+                }
+                norm_squared = engine_->grad_norm_squared();
             }
 
             const int64_t samples = micro.global_count;
-            const double norm_squared = engine_->grad_norm_squared();
             const bool finite = std::isfinite(norm_squared) && std::isfinite(loss_sum);
             bool skipped = false;
             if (fp16) {
@@ -313,6 +366,7 @@ private:
             const auto device = engine_->device_memory();
             m.device_used_bytes = device.first;
             m.device_total_bytes = device.second;
+            if (pipeline_) report_stages(m);
             if (observer_.on_update) observer_.on_update(m);
 
             if (micro.last_in_epoch) {
@@ -355,9 +409,11 @@ private:
             const int64_t chunk = result_.plan.micro_batch;
             const bool tokens = data_->task == Task::language_model;
             // Several processes share the evaluation: chunk c on process c mod processes.
+            // A pipeline's stages all take part in every chunk.
             int64_t chunk_index = 0;
+            const int sharing = pipeline_ ? 1 : group_.size();
             for (int64_t start = 0; start < used; start += chunk) {
-                if (chunk_index++ % group_.size() != group_.rank()) continue;
+                if (chunk_index++ % sharing != group_.rank() % sharing) continue;
                 const int64_t n = std::min(chunk, used - start);
                 for (int64_t k = 0; k < n; ++k) val_indices_[static_cast<size_t>(k)] = (start + k) * val.count / used;
                 MicroBatch batch{val_x_.data(), val_labels_.data(), val_targets_.data(), val_indices_.data(), n};
@@ -370,7 +426,7 @@ private:
                                    val.labels.empty() ? nullptr : val_labels_.data(),
                                    val.targets.empty() ? nullptr : val_targets_.data());
                 }
-                const EvalTotals part = engine_->evaluate(batch);
+                const EvalTotals part = pipeline_ ? pipeline_->evaluate(batch) : engine_->evaluate(batch);
                 totals.loss_sum += part.loss_sum;
                 totals.correct += part.correct;
             }
@@ -390,6 +446,32 @@ private:
     }
 
     void epoch_end(int64_t epoch) { evaluation(epoch, true); }
+
+    // Every stage's times and memory of the update, gathered for process 0 to report.
+    void report_stages(StepMetrics& m) {
+        std::fill(stage_report_.begin(), stage_report_.end(), 0.0);
+        std::fill(stage_memory_.begin(), stage_memory_.end(), 0.0);
+        const auto s = static_cast<size_t>(pipeline_->stage());
+        const PipelineStageMetrics& mine = pipeline_->times();
+        stage_report_[4 * s] = mine.forward_ms;
+        stage_report_[4 * s + 1] = mine.backward_ms;
+        stage_report_[4 * s + 2] = mine.wait_ms;
+        stage_report_[4 * s + 3] = mine.span_ms;
+        stage_memory_[2 * s] = static_cast<double>(m.memory.live_peak);
+        stage_memory_[2 * s + 1] = static_cast<double>(sum_bytes(result_.plan.planned_bytes));
+        const CollectiveTimer timer(loop_comm_ms_);
+        group_.sum(stage_report_.data(), static_cast<int64_t>(stage_report_.size()));
+        group_.sum(stage_memory_.data(), static_cast<int64_t>(stage_memory_.size()));
+        for (size_t k = 0; k < m.pipeline_stages.size(); ++k) {
+            PipelineStageMetrics& stage = m.pipeline_stages[k];
+            stage.forward_ms = stage_report_[4 * k];
+            stage.backward_ms = stage_report_[4 * k + 1];
+            stage.wait_ms = stage_report_[4 * k + 2];
+            stage.span_ms = stage_report_[4 * k + 3];
+            stage.peak_bytes = static_cast<int64_t>(stage_memory_[2 * k]);
+            stage.planned_bytes = static_cast<int64_t>(stage_memory_[2 * k + 1]);
+        }
+    }
 
     // Validation at the end of an epoch (which also closes the epoch's training loss) or
     // every --eval-every updates within one.
@@ -429,6 +511,9 @@ private:
     std::vector<int32_t> val_labels_, val_tokens_;
     std::vector<int64_t> val_indices_;
     std::optional<TextSampler> sampler_;
+    std::unique_ptr<PipelineRunner> pipeline_;  // --pipeline-stages > 1: this process's stage
+    std::vector<double> stage_report_, stage_memory_;  // every stage's, summed over the processes
+    bool pipeline_sample_note_ = false;
     std::chrono::steady_clock::time_point start_time_;
     double resume_offset_ = 0.0;
     double loop_comm_ms_ = 0.0;  // this update's collectives in the loop (stop agreement, loss sum)

@@ -193,11 +193,21 @@ public:
 
     void zero_grad() override { grads_stale_ = true; }
 
+    std::span<float> gradient_of(const std::string& name) override {
+        const int p = plan_.model.find_param(name);
+        if (p < 0 || !trainable(p) || plan_.reduces_in_backward()) return ComputeEngine::gradient_of(name);
+        materialise_zero_grad();
+        const ShardRange range = plan_.param_range(p);
+        return {grads_ + range.begin, static_cast<size_t>(range.size())};
+    }
+
     double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
         first_micro_batch_ = grads_stale_;
+        const auto start = std::chrono::steady_clock::now();
         begin_micro_batch(batch);
         forward(batch.count);
         const double loss = loss_forward(batch, static_cast<float>(loss_scale / normaliser));
+        last_forward_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         backward(batch.count, plan_.last_segment);
         grads_stale_ = false;
         send_input_gradient(batch.count);
@@ -205,6 +215,7 @@ public:
         return loss;
     }
 
+    double last_forward_ms() const override { return last_forward_ms_; }
     float* stage_input() override { return stage_input_; }
     float* stage_input_gradient() override { return stage_input_gradient_; }
     float* stage_output() override { return stage_output_; }
@@ -1153,7 +1164,8 @@ private:
     float* stage_input_gradient_ = nullptr;
     float* stage_output_ = nullptr;
     float* stage_output_gradient_ = nullptr;
-    float* loss_gradient_ = nullptr;  // the last stage under GPipe (GraphPlan::keeps_loss_gradient)
+    float* loss_gradient_ = nullptr;
+    double last_forward_ms_ = 0.0;  // the last stage under GPipe (GraphPlan::keeps_loss_gradient)
     float* grad_block_ = nullptr;
     float* bucket_block_ = nullptr;  // ZeRO-2 only
     bool first_micro_batch_ = false; // of the update: ZeRO-2 writes its shard rather than adding

@@ -1,0 +1,74 @@
+#pragma once
+// This process's part of a pipeline (--pipeline-stages P, model/pipeline_stages.hpp): its
+// stage's engine driven through an update in the schedule's order (parallel/pipeline_schedule.hpp),
+// its messages to and from the neighbouring stages over MPI, and what the stages do together
+// once per update: sum the tied embedding's two parts, add up the gradient norm, evaluate, and
+// gather the whole model's weights on process 0. Process s runs stage s.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/compute_engine.hpp"
+#include "model/model_desc.hpp"
+#include "model/pipeline_stages.hpp"
+#include "parallel/pipeline_schedule.hpp"
+#include "parallel/process_group.hpp"
+#include "trainbench/metrics.hpp"
+
+namespace trainbench {
+
+// Where the runner takes an update's micro-batches from, in order, one at a time.
+class MicroBatchSource {
+public:
+    virtual ~MicroBatchSource() = default;
+    virtual const MicroBatch& next() = 0;
+};
+
+class PipelineRunner {
+public:
+    // `engine` runs stage group.rank() of `whole` cut into group.size() stages.
+    PipelineRunner(ComputeEngine& engine, ProcessGroup& group, const ModelDesc& whole, PipelineSchedule schedule,
+                   int64_t step_size);
+    ~PipelineRunner();
+    int stage() const { return stage_; }
+    int stages() const { return split_.stages(); }
+    bool last() const { return stage_ + 1 == stages(); }
+
+    // One update of `micro_batches` micro-batches (the first of them already taken from `source`
+    // as `first`) through this stage. Returns the loss sum on the last stage, 0 elsewhere.
+    double run_update(int64_t micro_batches, const MicroBatch& first, MicroBatchSource& source, double normaliser,
+                      double loss_scale);
+    // After the update's micro-batches: the tied embedding's gradient on the first and last stage
+    // becomes the sum of both stages' parts (nothing where no parameter is shared).
+    void sum_shared_gradients();
+    // This stage's part of the squared gradient norm, a shared tensor counted on the first stage
+    // only; the stages' parts add up to the whole model's.
+    double grad_norm_squared_part();
+    // One evaluation chunk through the stages: the totals on the last stage, zeros elsewhere.
+    EvalTotals evaluate(const MicroBatch& batch);
+    // The whole model's weights, in its state_dict order, on process 0 (every process calls it;
+    // the others get none).
+    ModelWeights gather_weights();
+
+    // The last update, measured on this stage.
+    const PipelineStageMetrics& times() const { return times_; }
+
+private:
+    ComputeEngine& engine_;
+    ProcessGroup& group_;
+    ModelDesc whole_;
+    StageSplit split_;
+    int stage_ = 0;
+    ModelDesc model_;  // this stage's
+    PipelineSchedule schedule_;
+    bool together_ = false;  // the last stage runs each backward with its forward
+    int64_t output_per_sample_ = 0;
+    std::vector<PipelineAction> actions_;
+    std::vector<int64_t> counts_;  // per micro-batch of the update, its samples
+    std::vector<int> shared_params_;  // this stage's parameters another stage holds too
+    std::unique_ptr<ProcessGroup> shared_group_;  // the stages that hold them
+    PipelineStageMetrics times_;
+};
+
+}  // namespace trainbench
