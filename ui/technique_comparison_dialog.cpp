@@ -138,7 +138,7 @@ void TechniqueComparisonDialog::onRunEnded(int, int, const ComparisonRow& row) {
         table_->setItem(r, column, item);
     };
     set(kTechnique, QString::fromStdString(to_string(row.technique)));
-    set(kChange, row.ok ? QString::fromStdString(row.change)
+    set(kChange, row.ok ? QString::fromStdString(row.change_measured())
                         : tr("%1 — failed: %2").arg(QString::fromStdString(row.change), QString::fromStdString(row.error)));
     set(kClaimFaster, QString::fromStdString(row.claim.faster));
     set(kClaimMemory, QString::fromStdString(row.claim.less_memory));

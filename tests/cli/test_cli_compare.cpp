@@ -32,7 +32,8 @@ private slots:
                                   "fused kernels (torch.compile)"};
         // With MPI, the rows of 2 processes (child trainbench-cli runs under mpirun).
         const bool processes = trainbench::mpi_built_in();
-        if (processes) techniques << "data parallelism" << "DeepSpeed ZeRO-1" << "DeepSpeed ZeRO-2";
+        if (processes)
+            techniques << "data parallelism" << "DeepSpeed ZeRO-1" << "DeepSpeed ZeRO-2" << "model parallelism (pipeline)";
         QCOMPARE(table->rows.size(), techniques.size());
         for (int i = 0; i < techniques.size(); ++i) {
             QCOMPARE(table->cell(i, "technique"), techniques[i]);
@@ -60,6 +61,12 @@ private slots:
             const qint64 whole_state = table->cell(10, "peak_memory_bytes").toLongLong();
             QVERIFY(table->cell(11, "peak_memory_bytes").toLongLong() < whole_state);
             QVERIFY(table->cell(12, "peak_memory_bytes").toLongLong() < whole_state);
+            // Two pipeline stages: the same losses up to rounding, and the bubble measured.
+            QVERIFY2(std::fabs(table->cell(13, "final_loss").toDouble() - baseline_loss) <= 1e-5 * baseline_loss,
+                     qPrintable(table->cell(13, "final_loss")));
+            const double bubble = table->cell(13, "pipeline_bubble_pct").toDouble();
+            QVERIFY2(bubble > 0.0 && bubble < 100.0, qPrintable(table->cell(13, "pipeline_bubble_pct")));
+            QVERIFY(table->cell(12, "pipeline_bubble_pct").isEmpty());
         } else {
             qInfo("built without MPI: the rows of several processes are not measured");
         }

@@ -93,8 +93,8 @@ private slots:
         QVERIFY2(run.exit_code == 0, qPrintable(run.err));
         const auto table = read_metrics_csv(csv);
         QVERIFY(table.has_value());
-        // With MPI, three more rows run 2 processes (data parallelism, ZeRO-1, ZeRO-2).
-        QCOMPARE(table->rows.size(), qsizetype{trainbench::mpi_built_in() ? 16 : 13});
+        // With MPI, four more rows run 2 processes (data parallelism, ZeRO-1, ZeRO-2, 2 pipeline stages).
+        QCOMPARE(table->rows.size(), qsizetype{trainbench::mpi_built_in() ? 17 : 13});
         for (int i = 0; i < table->rows.size(); ++i) {
             QVERIFY2(table->cell(i, "ok") == "1", qPrintable(table->cell(i, "error")));
             QVERIFY(table->cell(i, "tokens_per_second").toDouble() > 0.0);

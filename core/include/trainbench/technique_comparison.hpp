@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ enum class Technique {
     data_parallel,           // 2 processes sharing each global batch, the cores divided among them
     zero_1,                  // 2 processes, ZeRO-1 (optimizer state sharded)
     zero_2,                  // 2 processes, ZeRO-2 (+ gradients reduce-scattered)
+    pipeline,                // 2 processes, the model cut into 2 pipeline stages (1F1B)
 };
 std::string to_string(Technique);
 // Every single-process technique in table order, the baseline first (compare_techniques leaves
@@ -92,6 +94,11 @@ struct ComparisonRow {
     double update_time_change_pct = 0.0;
     double throughput_change_pct = 0.0;
     double peak_memory_change_pct = 0.0;
+    // Pipeline rows: the stages' mean idle share in the last update, in percent (NaN elsewhere).
+    double pipeline_bubble_pct = std::numeric_limits<double>::quiet_NaN();
+    // The change, with what the run measured about it where that says more ("..., bubble 16%
+    // measured").
+    std::string change_measured() const;
 };
 
 struct ComparisonObserver {

@@ -40,6 +40,19 @@ void each_plan_member(Plan& p, Visit&& visit) {
     visit("flops_per_sample", p.flops_per_sample);
     visit("peak_flops", p.peak_flops);
     visit("peak_source", p.peak_source);
+    visit("pipeline_stages", p.pipeline_stages);
+    visit("pipeline_schedule", p.pipeline_schedule);
+    visit("pipeline_bubble", p.pipeline_bubble);
+}
+
+template <class Stage, class Visit>
+void each_stage_member(Stage& s, Visit&& visit) {
+    visit("forward_ms", s.forward_ms);
+    visit("backward_ms", s.backward_ms);
+    visit("wait_ms", s.wait_ms);
+    visit("span_ms", s.span_ms);
+    visit("peak_bytes", s.peak_bytes);
+    visit("planned_bytes", s.planned_bytes);
 }
 
 template <class Memory, class Visit>
@@ -76,6 +89,7 @@ void each_update_member(Step& m, Visit&& visit) {
     visit("rss_bytes", m.rss_bytes);
     visit("device_used_bytes", m.device_used_bytes);
     visit("device_total_bytes", m.device_total_bytes);
+    visit("pipeline_stages", m.pipeline_stages);
 }
 
 template <class Epoch, class Visit>
@@ -127,6 +141,15 @@ Json to_json(const MemoryReport& memory) {
     each_memory_member(memory, [&](const char* name, const auto& member) { object[name] = to_json(member); });
     return object;
 }
+Json to_json(const std::vector<PipelineStageMetrics>& stages) {
+    Json array = Json::array();
+    for (const PipelineStageMetrics& stage : stages) {
+        Json object = Json::object();
+        each_stage_member(stage, [&](const char* name, const auto& member) { object[name] = to_json(member); });
+        array.push_back(object);
+    }
+    return array;
+}
 
 void from_json_value(const Json& json, double& value) { value = real_from_json(json); }
 void from_json_value(const Json& json, int64_t& value) { value = json.get<int64_t>(); }
@@ -143,6 +166,15 @@ void from_json_value(const Json& json, MemoryReport& memory) {
     each_memory_member(memory, [&](const char* name, auto& member) {
         if (const auto it = json.find(name); it != json.end()) from_json_value(*it, member);
     });
+}
+void from_json_value(const Json& json, std::vector<PipelineStageMetrics>& stages) {
+    stages.clear();
+    for (const Json& object : json) {
+        PipelineStageMetrics& stage = stages.emplace_back();
+        each_stage_member(stage, [&](const char* name, auto& member) {
+            if (const auto it = object.find(name); it != object.end()) from_json_value(*it, member);
+        });
+    }
 }
 
 // A record as an event object, and back; members a newer writer added are ignored, members an

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "model/pipeline_stages.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/process_runs.hpp"
 #include "trainbench/processes.hpp"
@@ -31,6 +32,7 @@ std::string to_string(Technique technique) {
         case Technique::data_parallel: return "data parallelism";
         case Technique::zero_1: return "DeepSpeed ZeRO-1";
         case Technique::zero_2: return "DeepSpeed ZeRO-2";
+        case Technique::pipeline: return "model parallelism (pipeline)";
     }
     return "unknown";
 }
@@ -52,7 +54,7 @@ std::vector<Technique> all_techniques() {
 }
 
 std::vector<Technique> multi_process_techniques() {
-    return {Technique::data_parallel, Technique::zero_1, Technique::zero_2};
+    return {Technique::data_parallel, Technique::zero_1, Technique::zero_2, Technique::pipeline};
 }
 
 void add_process_rows(ComparisonOptions& options, const std::string& cli_program) {
@@ -86,6 +88,8 @@ TechniqueClaim claimed_effect(Technique technique) {
         case Technique::data_parallel: return {"yes", "no"};
         case Technique::zero_1:
         case Technique::zero_2: return {"no", "yes"};
+        // The guide: for models too large for one device; its stages wait for each other.
+        case Technique::pipeline: return {"no (bubble)", "yes (per process)"};
     }
     return {};
 }
@@ -151,6 +155,7 @@ struct RunMeasurements {
     int64_t batch_samples = 0;
     int64_t tokens_per_sample = 0;
     std::string model_summary;
+    double pipeline_bubble = std::numeric_limits<double>::quiet_NaN();  // the last update's, a fraction
 };
 
 double median_after(std::vector<double> values, int64_t skip) {
@@ -191,6 +196,11 @@ RunResult run_measured(const RunConfig& config, const std::atomic<bool>* stop,
         out.peak_activations =
             std::max(out.peak_activations, m.memory.peak_bytes(MemoryCategory::activations));
         out.peak_rss = std::max(out.peak_rss, m.rss_bytes);
+        if (!m.pipeline_stages.empty()) {
+            double idle = 0.0;
+            for (const PipelineStageMetrics& stage : m.pipeline_stages) idle += stage.idle_fraction();
+            out.pipeline_bubble = idle / static_cast<double>(m.pipeline_stages.size());
+        }
     };
     if (config.processes == 1) return train(config, observer, stop, data);
     if (!options.run_processes)
@@ -331,6 +341,18 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
             validate(variant);
             break;
         }
+        case Technique::pipeline: {
+            if (base.processes != 1)
+                throw Error(to_string(technique) + ": the baseline already runs " + std::to_string(base.processes) +
+                            " processes; compare from --processes 1");
+            variant.processes = 2;
+            variant.pipeline_stages = 2;
+            if (base.threads > 1) variant.threads = static_cast<int>(base.threads / variant.processes);
+            description = arrow("pipeline_stages", "1", "2") + " (" + to_string(variant.pipeline_schedule) +
+                          ", a process each; same global batch; memory of process 0's stage)";
+            validate(variant);
+            break;
+        }
     }
     if (change) *change = description;
     return variant;
@@ -400,6 +422,7 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
         row.peak_activation_bytes = measured.peak_activations;
         row.peak_rss_bytes = measured.peak_rss;
         row.final_loss = mean_of_last(measured.losses, 10);
+        row.pipeline_bubble_pct = 100.0 * measured.pipeline_bubble;
         rows.push_back(row);
         if (observer.on_run_end) observer.on_run_end(index, total, rows.back());
     }
@@ -422,6 +445,14 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
     return rows;
 }
 
+std::string ComparisonRow::change_measured() const {
+    if (std::isnan(pipeline_bubble_pct)) return change;
+    char bubble[96];
+    std::snprintf(bubble, sizeof bubble, "; bubble %.1f%% measured, (P-1)/(m+P-1) = %.1f%%", pipeline_bubble_pct,
+                  100.0 * gpipe_bubble_fraction(static_cast<int>(config.pipeline_stages), config.step_size));
+    return change + bubble;
+}
+
 std::string comparison_to_markdown(const std::vector<ComparisonRow>& rows) {
     std::ostringstream out;
     if (!rows.empty()) {
@@ -441,7 +472,7 @@ std::string comparison_to_markdown(const std::vector<ComparisonRow>& rows) {
            "peak memory change | final loss |\n";
     out << "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
     for (const auto& row : rows) {
-        out << "| " << to_string(row.technique) << " | " << row.change << " | " << row.claim.faster
+        out << "| " << to_string(row.technique) << " | " << row.change_measured() << " | " << row.claim.faster
             << " | " << row.claim.less_memory << " | ";
         if (!row.ok) {
             out << "failed: " << row.error << " | | | | | | |\n";
@@ -461,7 +492,8 @@ std::string comparison_to_csv(const std::vector<ComparisonRow>& rows) {
     out << "technique,change,claimed_faster,claimed_less_memory,ok,error,dataset,model,device,"
            "precision,batch_size,step_size,updates,median_update_ms,samples_per_second,"
            "peak_memory_bytes,peak_activation_bytes,peak_rss_bytes,final_loss,"
-           "update_time_change_pct,throughput_change_pct,peak_memory_change_pct,tokens_per_second\n";
+           "update_time_change_pct,throughput_change_pct,peak_memory_change_pct,tokens_per_second,"
+           "pipeline_bubble_pct\n";
     for (const auto& row : rows) {
         out << csv_field(to_string(row.technique)) << ',' << csv_field(row.change) << ','
             << csv_field(row.claim.faster) << ',' << csv_field(row.claim.less_memory) << ','
@@ -473,7 +505,8 @@ std::string comparison_to_csv(const std::vector<ComparisonRow>& rows) {
             << row.peak_activation_bytes << ',' << row.peak_rss_bytes << ',' << number(row.final_loss)
             << ',' << number(row.update_time_change_pct) << ',' << number(row.throughput_change_pct)
             << ',' << number(row.peak_memory_change_pct) << ','
-            << (row.tokens_per_sample > 0 ? number(row.tokens_per_second()) : std::string()) << '\n';
+            << (row.tokens_per_sample > 0 ? number(row.tokens_per_second()) : std::string()) << ','
+            << number(row.pipeline_bubble_pct) << '\n';
     }
     return out.str();
 }
