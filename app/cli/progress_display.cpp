@@ -52,16 +52,20 @@ void ProgressDisplay::start(const RunPlan& plan) {
         tokens = " (" + std::to_string(plan.global_batch * plan.tokens_per_sample) + " tokens)";
     // Several processes: the third factor of the global batch, and how the cores are shared.
     std::string processes;
-    if (plan.processes > 1) {
+    if (plan.pipeline_stages > 1) {
+        // The batch's third factor is the pipeline's data-parallel copies; every copy runs the stages.
+        if (plan.processes > 1) processes = " x " + std::to_string(plan.processes) + " data-parallel copies";
+        processes += ", over " + std::to_string(plan.pipeline_stages) + " pipeline stages (" + plan.pipeline_schedule + "; " +
+                     std::to_string(plan.processes * plan.pipeline_stages) + " processes, " + std::to_string(plan.threads) +
+                     (plan.threads == 1 ? " thread" : " threads") + " each";
+        if (plan.zero > 0) processes += ", ZeRO-" + std::to_string(plan.zero) + " within each stage's copies";
+        processes += ")";
+    } else if (plan.processes > 1) {
         processes = " x processes " + std::to_string(plan.processes) + " (" + std::to_string(plan.threads) +
                     (plan.threads == 1 ? " thread" : " threads") + " each";
         if (plan.zero > 0) processes += ", ZeRO-" + std::to_string(plan.zero);
         processes += ")";
     }
-    if (plan.pipeline_stages > 1)
-        processes += ", over " + std::to_string(plan.pipeline_stages) + " pipeline stages (" + plan.pipeline_schedule +
-                     ", a process each, " + std::to_string(plan.threads) + (plan.threads == 1 ? " thread" : " threads") +
-                     " each)";
     std::string parameters = std::to_string(plan.parameter_count) + " parameters";
     if (plan.trainable_parameter_count < plan.parameter_count)
         parameters += ", " + std::to_string(plan.trainable_parameter_count) + " of them trainable";

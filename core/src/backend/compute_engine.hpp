@@ -49,6 +49,9 @@ struct EngineSpec {
     int zero_stage = 0;
     int shard_rank = 0;
     int shard_count = 1;
+    // The group ZeRO's collectives run in (its rank and size are shard_rank and shard_count):
+    // null for every process of the run; a pipeline stage's data-parallel copies otherwise.
+    ProcessGroup* zero_group = nullptr;
     // A pipeline stage (model/pipeline_stages.hpp): how many micro-batches' activations it holds
     // at once between stage_forward and stage_backward.
     int pipeline_in_flight = 1;

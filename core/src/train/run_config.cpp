@@ -475,13 +475,9 @@ void validate(const RunConfig& c) {
                                           " stages runs in a process of its own: --processes " +
                                           std::to_string(c.processes) + " must be a multiple of it (e.g. --processes " +
                                           std::to_string(c.pipeline_stages) + ")");
-        if (c.processes != c.pipeline_stages)
-            reject("pipeline_stages", "data parallelism inside a pipeline (--processes " + std::to_string(c.processes) +
-                                          " over " + std::to_string(c.pipeline_stages) +
-                                          " stages) is not built yet: use --processes " + std::to_string(c.pipeline_stages));
-        if (c.zero > 0)
-            reject("pipeline_stages", "ZeRO shards within a stage's data-parallel processes, which a pipeline does not "
-                                      "have yet: use --zero 0");
+        if (c.zero > 1)
+            reject("pipeline_stages", "ZeRO-2 inside a pipeline is not built yet (its reduced gradients would have to "
+                                      "meet the tied embedding's other half): use --zero 1 or 0");
         if (c.checkpoint_every > 0 || !c.resume_dir.empty())
             reject("pipeline_stages", "a pipeline's runs are not checkpointed or resumed yet: leave out "
                                       "--checkpoint-every and --resume");

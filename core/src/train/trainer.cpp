@@ -129,11 +129,20 @@ private:
         config_ = requested_;
         config_.step_size = result_.plan.step_size;  // --auto-fit may have raised it
         spec_ = make_engine_spec(config_, *data_, result_.plan.micro_batch);
+        if (config_.pipeline_stages > 1) {
+            // Process r runs stage r mod P of pipeline copy r / P: one group per copy (its stages
+            // in order) and one per stage (its copies, which share the batch and ZeRO's shards).
+            const auto stages = static_cast<int>(config_.pipeline_stages);
+            pipeline_group_ = group_.split(group_.rank() / stages);
+            data_group_ = group_.split(group_.rank() % stages);
+            spec_.zero_group = data_group_.get();
+        }
         engine_ = make_engine(config_, spec_);
         // A pipeline's process holds its stage; weights are made for the whole model and cut.
         const ModelDesc whole = config_.pipeline_stages > 1 ? build_model(config_, *data_) : spec_.model;
         if (config_.pipeline_stages > 1) {
-            pipeline_ = std::make_unique<PipelineRunner>(*engine_, group_, whole, config_.pipeline_schedule, config_.step_size);
+            pipeline_ = std::make_unique<PipelineRunner>(*engine_, *pipeline_group_, whole, config_.pipeline_schedule,
+                                                         config_.step_size);
             stage_report_.assign(static_cast<size_t>(4 * pipeline_->stages()), 0.0);
             stage_memory_.assign(static_cast<size_t>(2 * pipeline_->stages()), 0);
             result_.last.pipeline_stages.resize(static_cast<size_t>(pipeline_->stages()));
@@ -280,15 +289,16 @@ private:
             } while (micro.micro_index + 1 < micro.micro_count);
             double norm_squared = 0.0;
             if (pipeline_) {
-                // The stages' gradients are the parts of the whole model's (the tied embedding's
-                // two summed); the loss is the last stage's; the norm adds up over the stages.
+                // A stage's copies sum their gradients (each over its share of the batch); the
+                // stages' gradients are then the parts of the whole model's (the tied
+                // embedding's two summed), its norm their parts added up; the loss is the last
+                // stages' (each copy's share).
                 const CollectiveTimer timer(loop_comm_ms_);
+                if (data_group_->size() > 1) engine_->sum_gradients(*data_group_);
                 pipeline_->sum_shared_gradients();
                 norm_squared = pipeline_->grad_norm_squared_part();
-                double sums[2] = {loss_sum, norm_squared};
-                group_.sum(sums, 2);
-                loss_sum = sums[0];
-                norm_squared = sums[1];
+                pipeline_group_->sum(&norm_squared, 1);
+                group_.sum(&loss_sum, 1);
             } else {
                 if (group_.size() > 1) {
                     // Every process's gradients and losses are sums over its share of the batch,
@@ -409,11 +419,12 @@ private:
             const int64_t chunk = result_.plan.micro_batch;
             const bool tokens = data_->task == Task::language_model;
             // Several processes share the evaluation: chunk c on process c mod processes.
-            // A pipeline's stages all take part in every chunk.
+            // A pipeline's stages all take part in their copy's chunks.
             int64_t chunk_index = 0;
-            const int sharing = pipeline_ ? 1 : group_.size();
+            const int sharing = pipeline_ ? data_group_->size() : group_.size();
+            const int share = pipeline_ ? data_group_->rank() : group_.rank();
             for (int64_t start = 0; start < used; start += chunk) {
-                if (chunk_index++ % sharing != group_.rank() % sharing) continue;
+                if (chunk_index++ % sharing != share) continue;
                 const int64_t n = std::min(chunk, used - start);
                 for (int64_t k = 0; k < n; ++k) val_indices_[static_cast<size_t>(k)] = (start + k) * val.count / used;
                 MicroBatch batch{val_x_.data(), val_labels_.data(), val_targets_.data(), val_indices_.data(), n};
@@ -447,7 +458,8 @@ private:
 
     void epoch_end(int64_t epoch) { evaluation(epoch, true); }
 
-    // Every stage's times and memory of the update, gathered for process 0 to report.
+    // Every stage's times and memory of the update (process 0's pipeline copy), gathered for
+    // process 0 to report.
     void report_stages(StepMetrics& m) {
         std::fill(stage_report_.begin(), stage_report_.end(), 0.0);
         std::fill(stage_memory_.begin(), stage_memory_.end(), 0.0);
@@ -460,8 +472,8 @@ private:
         stage_memory_[2 * s] = static_cast<double>(m.memory.live_peak);
         stage_memory_[2 * s + 1] = static_cast<double>(sum_bytes(result_.plan.planned_bytes));
         const CollectiveTimer timer(loop_comm_ms_);
-        group_.sum(stage_report_.data(), static_cast<int64_t>(stage_report_.size()));
-        group_.sum(stage_memory_.data(), static_cast<int64_t>(stage_memory_.size()));
+        pipeline_group_->sum(stage_report_.data(), static_cast<int64_t>(stage_report_.size()));
+        pipeline_group_->sum(stage_memory_.data(), static_cast<int64_t>(stage_memory_.size()));
         for (size_t k = 0; k < m.pipeline_stages.size(); ++k) {
             PipelineStageMetrics& stage = m.pipeline_stages[k];
             stage.forward_ms = stage_report_[4 * k];
@@ -511,7 +523,10 @@ private:
     std::vector<int32_t> val_labels_, val_tokens_;
     std::vector<int64_t> val_indices_;
     std::optional<TextSampler> sampler_;
-    std::unique_ptr<PipelineRunner> pipeline_;  // --pipeline-stages > 1: this process's stage
+    // --pipeline-stages > 1: this process's pipeline (its stages), its stage's data-parallel
+    // copies, and its stage.
+    std::unique_ptr<ProcessGroup> pipeline_group_, data_group_;
+    std::unique_ptr<PipelineRunner> pipeline_;
     std::vector<double> stage_report_, stage_memory_;  // every stage's, summed over the processes
     bool pipeline_sample_note_ = false;
     std::chrono::steady_clock::time_point start_time_;

@@ -79,10 +79,10 @@ GraphPlan plan_for(const EngineSpec& spec) {
 class GraphEngine final : public ComputeEngine {
 public:
     explicit GraphEngine(const EngineSpec& spec) : spec_(spec), plan_(plan_for(spec)), arena_(spec.memory_limit_bytes) {
-        if (sharded() && (process_group().size() != spec.shard_count || process_group().rank() != spec.shard_rank))
+        if (sharded() && (zero_group().size() != spec.shard_count || zero_group().rank() != spec.shard_rank))
             throw Error("internal: a ZeRO shard planned for process " + std::to_string(spec.shard_rank) + " of " +
-                        std::to_string(spec.shard_count) + " in process " + std::to_string(process_group().rank()) +
-                        " of " + std::to_string(process_group().size()));
+                        std::to_string(spec.shard_count) + " in process " + std::to_string(zero_group().rank()) +
+                        " of " + std::to_string(zero_group().size()));
         WorkerTeam::shared().resize(plan_.threads);
         // The persistent buffers, in the planner's order.
         size_t next = 0;
@@ -187,7 +187,7 @@ public:
         const ShardRange shard = plan_.optimizer_shard;
         std::vector<float> whole(static_cast<size_t>(plan_.params.trainable_end));
         std::copy(grads_, grads_ + shard.size(), whole.begin() + shard.begin);
-        process_group().all_gather(whole.data(), plan_.params.trainable_end);
+        zero_group().all_gather(whole.data(), plan_.params.trainable_end);
         return gather_trainable(plan_.model, plan_.params, whole.data());
     }
 
@@ -305,7 +305,7 @@ public:
         // ZeRO-2: each process holds its slice of the reduced gradients; the norm is their sum.
         double norm_squared = gradient_norm_squared(shard_gradients(), plan_.optimizer_shard.size());
         const CollectiveTimer timer(collective_ms_);
-        process_group().sum(&norm_squared, 1);
+        zero_group().sum(&norm_squared, 1);
         return norm_squared;
     }
 
@@ -327,7 +327,7 @@ public:
                                      grad_multiplier, step, decay_end, plan_.optimizer_tensors, optimizer_scratch_);
         if (sharded()) {
             const CollectiveTimer timer(collective_ms_);
-            process_group().all_gather(params_, plan_.params.trainable_end);
+            zero_group().all_gather(params_, plan_.params.trainable_end);
         }
         if (!rounds_in_update) round_working_weights();
         packed_stale_ = true;
@@ -371,7 +371,7 @@ public:
         for (int s = 0; s < plan_.optimizer_slots; ++s) {
             float* slot = whole.data() + s * n;
             std::copy(state_ + s * shard.size(), state_ + (s + 1) * shard.size(), slot + shard.begin);
-            process_group().all_gather(slot, n);
+            zero_group().all_gather(slot, n);
         }
         return optimizer_state_tensors(spec_.optimizer, whole.data(), n);
     }
@@ -436,7 +436,7 @@ private:
         float* values = bucket_block_ + bucket.offset;
         {
             const CollectiveTimer timer(collective_ms_);
-            process_group().reduce_scatter(values, bucket.counts);
+            zero_group().reduce_scatter(values, bucket.counts);
         }
         // The part arrives at the start of the bucket: each parameter's overlap with the shard,
         // in flat-store order.
@@ -503,6 +503,8 @@ private:
         return offset < 0 ? nullptr : grad_block_ + offset;
     }
     bool trainable(int p) const { return plan_.model.params[static_cast<size_t>(p)].trainable; }
+    // The processes ZeRO shards over: all of them, or a pipeline stage's data-parallel copies.
+    ProcessGroup& zero_group() const { return spec_.zero_group ? *spec_.zero_group : process_group(); }
     // Where an op's parameter k goes when widened: the op's parameters one after another.
     float* weight_staging(const OpDesc& op, size_t k) const {
         int64_t offset = 0;
