@@ -237,18 +237,19 @@ void ConfigPanel::updateDerivedText(const RunConfig& c) {
         model_size_->clear();
         return;
     }
-    // Each process takes a share of the global batch and cuts it into step_size micro-batches.
-    const int64_t processes = std::max<int64_t>(1, c.processes);
+    // Each data-parallel process (each copy of a pipeline's stages) takes a share of the global
+    // batch and cuts it into step_size micro-batches.
+    const int64_t processes = std::max<int64_t>(1, data_parallel_processes(c));
+    const bool pipeline = c.pipeline_stages > 1;
     const auto shares = split_micro_batches(c.batch_size, std::min(processes, c.batch_size));
     const auto micro = split_micro_batches(shares.front(), std::min(c.step_size, shares.front()));
     const int64_t smallest = split_micro_batches(shares.back(), std::min(c.step_size, shares.back())).back();
     QString text = tr("global batch %1 = micro-batch %2 × step_size %3").arg(c.batch_size).arg(micro.front()).arg(c.step_size);
-    if (processes > 1) {
-        text += tr(" × processes %1").arg(processes);
-        // How the cores are shared: threads x processes stay within the cores unless asked.
-        if (plan_ && plan_->threads > 0)
-            text += plan_->threads == 1 ? tr(" (1 thread each)") : tr(" (%1 threads each)").arg(plan_->threads);
-    }
+    if (processes > 1) text += pipeline ? tr(" × %1 copies").arg(processes) : tr(" × processes %1").arg(processes);
+    if (pipeline) text += tr(", over %1 pipeline stages (%2 processes)").arg(c.pipeline_stages).arg(c.processes);
+    // How the cores are shared: threads x processes stay within the cores unless asked.
+    if (c.processes > 1 && plan_ && plan_->threads > 0)
+        text += plan_->threads == 1 ? tr(" (1 thread each)") : tr(" (%1 threads each)").arg(plan_->threads);
     if (micro.front() != smallest) text += tr(" (micro-batches of %1 and %2)").arg(micro.front()).arg(smallest);
     if (c.model == ModelFamily::gpt)
         text += tr("\n%L1 tokens per update = global batch × context %2")
@@ -262,7 +263,10 @@ void ConfigPanel::updateDerivedText(const RunConfig& c) {
                     .arg(plan_->total_updates)
                     .arg(plan_->train_samples)
                     .arg(samples);
-        QString memory = (processes > 1 ? tr("Memory plan per process: %1 (%2)") : tr("Memory plan: %1 (%2)")).arg(q(format_bytes(plan_->planned_total())),
+        QString memory = (pipeline        ? tr("Memory plan of process 0 (stage 1): %1 (%2)")
+                          : processes > 1 ? tr("Memory plan per process: %1 (%2)")
+                                          : tr("Memory plan: %1 (%2)"))
+                             .arg(q(format_bytes(plan_->planned_total())),
                                                         categories_text(plan_->planned_bytes));
         if (c.memory_limit_bytes > 0)
             memory += tr("; fits the %1 budget").arg(q(format_bytes(c.memory_limit_bytes)));

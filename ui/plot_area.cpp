@@ -11,6 +11,7 @@
 
 #include "loss_plot.hpp"
 #include "loss_scale_plot.hpp"
+#include "pipeline_chart.hpp"
 #include "memory_plot.hpp"
 #include "run_store.hpp"
 #include "speed_plot.hpp"
@@ -86,18 +87,22 @@ PlotArea::PlotArea(RunStore& store, QWidget* parent) : QWidget(parent), store_(s
     speed_ = new SpeedPlot(store_);
     loss_scale_ = new LossScalePlot(store_);
     loss_scale_->hide();
+    pipeline_ = new PipelineChart(store_);
+    pipeline_->hide();
     splitter_ = new QSplitter(Qt::Vertical);
     splitter_->setChildrenCollapsible(false);
     splitter_->addWidget(loss_);
     splitter_->addWidget(memory_);
     splitter_->addWidget(speed_);
     splitter_->addWidget(loss_scale_);
+    splitter_->addWidget(pipeline_);
     splitter_->setStretchFactor(0, 5);
     splitter_->setStretchFactor(1, 3);
     splitter_->setStretchFactor(2, 3);
     splitter_->setStretchFactor(3, 2);
+    splitter_->setStretchFactor(4, 2);
     // The memory plot's legend takes a row of its own above its axes, hence its larger share.
-    splitter_->setSizes({420, 290, 210, 130});
+    splitter_->setSizes({420, 290, 210, 130, 170});
     layout->addWidget(splitter_, 1);
     alignAxes();
 
@@ -216,6 +221,9 @@ void PlotArea::setThroughputUnit(ThroughputUnit unit) {
     speed_->setThroughputUnit(unit);
 }
 
-void PlotArea::setFocusRun(int id) { memory_->setFocusRun(id); }
+void PlotArea::setFocusRun(int id) {
+    memory_->setFocusRun(id);
+    pipeline_->setFocusRun(id);
+}
 
 }  // namespace trainbench::ui

@@ -17,6 +17,7 @@ namespace trainbench::ui {
 class LossPlot;
 class LossScalePlot;
 class MemoryPlot;
+class PipelineChart;
 class RunPlot;
 class RunStore;
 
@@ -31,6 +32,7 @@ public:
     MemoryPlot* memoryPlot() const { return memory_; }
     SpeedPlot* speedPlot() const { return speed_; }
     LossScalePlot* lossScalePlot() const { return loss_scale_; }
+    PipelineChart* pipelineChart() const { return pipeline_; }
     std::vector<RunPlot*> plots() const;
 
     void setXAxisKind(XAxisKind kind);
@@ -64,6 +66,7 @@ private:
     MemoryPlot* memory_ = nullptr;
     SpeedPlot* speed_ = nullptr;
     LossScalePlot* loss_scale_ = nullptr;
+    PipelineChart* pipeline_ = nullptr;
 };
 
 }  // namespace trainbench::ui

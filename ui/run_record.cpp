@@ -69,7 +69,7 @@ QString hidden_layers_text(const std::vector<int64_t>& hidden) {
 
 QString key_settings_text(const RunConfig& config) {
     const auto micro = largest_micro_batch(config.batch_size, std::max<int64_t>(1, config.step_size),
-                                           std::max<int64_t>(1, config.processes));
+                                           std::max<int64_t>(1, data_parallel_processes(config)));
     const QString model = config.model == ModelFamily::gpt
                               ? QStringLiteral("GPT L%1 H%2 C%3 T%4")
                                     .arg(config.n_layer)
@@ -83,7 +83,8 @@ QString key_settings_text(const RunConfig& config) {
                                          QString::fromStdString(to_string(config.activation)))
                               : QStringLiteral("%1 %2").arg(hidden_layers_text(config.hidden),
                                                             QString::fromStdString(to_string(config.activation)));
-    const QString processes = config.processes > 1 ? QStringLiteral("×%1 processes").arg(config.processes) : QString();
+    QString processes = data_parallel_processes(config) > 1 ? QStringLiteral("×%1 processes").arg(data_parallel_processes(config)) : QString();
+    if (config.pipeline_stages > 1) processes += QStringLiteral(" over %1 pipeline stages").arg(config.pipeline_stages);
     return QStringLiteral("batch %1 = %2×%3%4 · %5 · %6 %7 · %8 · %9")
         .arg(config.batch_size)
         .arg(micro)

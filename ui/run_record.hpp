@@ -40,6 +40,9 @@ struct RunRecord {
     std::vector<EpochMetrics> epochs;
     QStringList notes;
     std::vector<TextSample> samples;  // language models: one per evaluation, oldest first
+    // A pipeline's stages in its newest update (the steps keep none: only the last is drawn).
+    std::vector<PipelineStageMetrics> last_pipeline;
+    int64_t last_pipeline_update = 0;
     RunState state = RunState::running;
     QString message;        // why it stopped when it did not complete
     double seconds = 0.0;   // wall time of the whole run, set when it ends

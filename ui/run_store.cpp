@@ -63,6 +63,12 @@ void RunStore::appendMetrics(int id, const std::vector<StepMetrics>& steps,
     const auto first_step = static_cast<qsizetype>(run->steps.size());
     const auto first_epoch = static_cast<qsizetype>(run->epochs.size());
     run->steps.insert(run->steps.end(), steps.begin(), steps.end());
+    for (auto step = run->steps.begin() + first_step; step != run->steps.end(); ++step) {
+        if (step->pipeline_stages.empty()) continue;
+        run->last_pipeline = std::move(step->pipeline_stages);
+        run->last_pipeline_update = step->update;
+        step->pipeline_stages = {};
+    }
     run->epochs.insert(run->epochs.end(), epochs.begin(), epochs.end());
     run->notes += notes;
     if (!steps.empty() || !epochs.empty()) emit metricsAppended(id, first_step, first_epoch);

@@ -58,7 +58,7 @@ std::string format_count(int64_t n) {
 // "batch 32 = 2 processes x step_size 2 x micro-batch 8"
 std::string batch_shape(const RunConfig& config, int64_t micro_batch) {
     std::string text = "batch " + std::to_string(config.batch_size) + " = ";
-    if (config.processes > 1) text += std::to_string(config.processes) + " processes x ";
+    if (data_parallel_processes(config) > 1) text += std::to_string(data_parallel_processes(config)) + " processes x ";
     return text + "step_size " + std::to_string(config.step_size) + " x micro-batch " + std::to_string(micro_batch);
 }
 
@@ -66,6 +66,8 @@ std::string knobs(const RunConfig& config) {
     std::string text = to_string(config.precision);
     if (config.gradient_checkpointing) text += ", checkpointing";
     if (config.zero > 0) text += ", ZeRO-" + std::to_string(config.zero);
+    if (config.pipeline_stages > 1)
+        text += ", " + std::to_string(config.pipeline_stages) + " pipeline stages (" + to_string(config.pipeline_schedule) + ")";
     if (config.lora_rank > 0)
         text += std::string(config.dora ? ", DoRA" : config.lora_base == LoraBase::nf4 ? ", QLoRA" : ", LoRA") + " rank " +
                 std::to_string(config.lora_rank);
@@ -173,9 +175,14 @@ int run_plan(const PlanArguments& arguments) {
                          {"device_description", budget.description},
                          {"fits", judged ? nlohmann::json(fits) : nlohmann::json()},
                          {"largest_fitting_micro_batch",
-                          fitting_step > 0 ? largest_micro_batch(config.batch_size, fitting_step, config.processes) : 0},
+                          fitting_step > 0 ? largest_micro_batch(config.batch_size, fitting_step, data_parallel_processes(config)) : 0},
                          {"step_size_for_largest", fitting_step}};
         if (!plan.auto_fit_note.empty()) j["auto_fit"] = plan.auto_fit_note;
+        if (!plan.stage_planned_bytes.empty()) {
+            j["pipeline_stages"] = nlohmann::json::array();
+            for (const BytesByCategory& stage : plan.stage_planned_bytes)
+                j["pipeline_stages"].push_back({{"per_process_bytes", bytes_json(stage)}, {"per_process_total_bytes", sum_bytes(stage)}});
+        }
         if (judged && !fits) j["advice"] = does_not_fit_advice(config, data, plan, budget, rows);
         if (arguments.what_if) {
             j["what_if"] = nlohmann::json::array();
@@ -198,10 +205,16 @@ int run_plan(const PlanArguments& arguments) {
         const int64_t bytes = plan.planned_bytes[static_cast<size_t>(c)];
         if (bytes > 0) std::printf("  %-16s %12s\n", category_label(c).c_str(), format_bytes(bytes).c_str());
     }
-    std::printf("  %-16s %12s\n", config.processes > 1 ? "per process" : "total", format_bytes(plan.planned_total()).c_str());
+    std::printf("  %-16s %12s\n",
+                config.pipeline_stages > 1 ? "stage 1 process" : config.processes > 1 ? "per process" : "total",
+                format_bytes(plan.planned_total()).c_str());
+    // A pipeline's other stages, each in its processes.
+    for (size_t s = 1; s < plan.stage_planned_bytes.size(); ++s)
+        std::printf("  %-16s %12s\n", ("stage " + std::to_string(s + 1) + " process").c_str(),
+                    format_bytes(sum_bytes(plan.stage_planned_bytes[s])).c_str());
     if (!budget.cuda && config.processes > 1)
         std::printf("  %-16s %12s  (all on this machine)\n", (std::to_string(config.processes) + " processes").c_str(),
-                    format_bytes(config.processes * plan.planned_total()).c_str());
+                    format_bytes(plan.all_processes_total()).c_str());
     if (budget.fixed_bytes > 0)
         std::printf("  %-16s %12s  (%s)\n", "CUDA context", format_bytes(budget.fixed_bytes).c_str(), kCudaContextSource);
     if (budget.fixed_bytes > 0 || (!budget.cuda && config.processes > 1))
@@ -212,7 +225,7 @@ int run_plan(const PlanArguments& arguments) {
     } else if (fits) {
         std::printf("fits: %s to spare; the largest micro-batch that fits is %lld (step_size %lld)\n",
                     format_bytes(budget.memory_bytes - needed).c_str(),
-                    static_cast<long long>(largest_micro_batch(config.batch_size, fitting_step, config.processes)),
+                    static_cast<long long>(largest_micro_batch(config.batch_size, fitting_step, data_parallel_processes(config))),
                     static_cast<long long>(fitting_step));
     } else {
         std::printf("does not fit: %s\n", does_not_fit_advice(config, data, plan, budget, rows).c_str());

@@ -6,9 +6,14 @@
 // stage's copies); in bf16 within 5% of bf16's own distance from fp32. Process 0 reports every
 // stage: its passes, waits and idle share beside GPipe's (P-1)/(m+P-1), and each process's
 // memory peak, equal to its plan. 1F1B holds fewer micro-batches' activations than GPipe on the
-// first stage. Wrong settings get one line before any process starts.
+// first stage. `plan` gives each stage's bytes, which each process's peak equals. Wrong
+// settings get one line before any process starts.
 //
 // Skips, saying why, in a build without MPI.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 
@@ -161,6 +166,44 @@ private slots:
             return m.captured(1).toDouble() * (m.captured(2) == "MiB" ? 1024.0 : 1.0);
         };
         QVERIFY2(kib(f1b) * 2.0 < kib(gpipe), qPrintable(f1b.out + gpipe.out));
+    }
+
+    // `plan` gives each stage's bytes before anything runs; a run's processes then hold exactly
+    // that at their peak (the event stream's integers), GPipe and 1F1B, with checkpointing.
+    void planEqualsEveryStagesPeak_data() {
+        QTest::addColumn<QString>("schedule");
+        QTest::addColumn<QStringList>("extra");
+        QTest::newRow("1f1b") << "1f1b" << QStringList{};
+        QTest::newRow("gpipe, checkpointing") << "gpipe" << QStringList{"--gradient-checkpointing"};
+    }
+    void planEqualsEveryStagesPeak() {
+        QFETCH(QString, schedule);
+        QFETCH(QStringList, extra);
+        const QStringList flags = gpt_flags(4, 3) + extra +
+                                  QStringList{"--pipeline-stages", "3", "--processes", "3", "--pipeline-schedule", schedule};
+        QStringList plan_flags = flags;
+        plan_flags[0] = "plan";
+        const CliRun plan = run_cli(plan_flags << "--json", 60000);
+        QVERIFY2(plan.exit_code == 0, CLI_DIAGNOSTICS(plan));
+        const QJsonArray planned = QJsonDocument::fromJson(plan.out.toUtf8()).object().value("pipeline_stages").toArray();
+        QCOMPARE(planned.size(), 3);
+        const QString events = path("plan-" + schedule + ".jsonl");
+        const CliRun run = run_cli(QStringList(flags) << "--events-out" << events, 60000);
+        QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+        QFile file(events);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QJsonArray stages;
+        for (const QByteArray& line : file.readAll().split('\n')) {
+            const QJsonObject event = QJsonDocument::fromJson(line).object();
+            if (event.value("event").toString() == "update") stages = event.value("pipeline_stages").toArray();
+        }
+        QCOMPARE(stages.size(), 3);
+        for (int s = 0; s < 3; ++s) {
+            const qint64 expected = planned[s].toObject().value("per_process_total_bytes").toInteger();
+            QCOMPARE(stages[s].toObject().value("planned_bytes").toInteger(), expected);
+            QCOMPARE(stages[s].toObject().value("peak_bytes").toInteger(), expected);
+            QCOMPARE(stages[s].toObject().value("passes").toArray().size(), 8);  // a forward and a backward each
+        }
     }
 
     void wrongSettingsGetOneLine_data() {

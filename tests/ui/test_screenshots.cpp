@@ -11,6 +11,8 @@
 
 #include "config_panel.hpp"
 #include "main_window.hpp"
+#include "pipeline_chart.hpp"
+#include "plot_area.hpp"
 #include "run_controller.hpp"
 #include "run_store.hpp"
 #include "runs_table.hpp"
@@ -144,6 +146,62 @@ private slots:
         capture(window, QStringLiteral("two-processes-run"));
         QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 120000);
         QVERIFY2(run.state == RunState::completed, qPrintable(run.message));
+    }
+
+    // A GPT cut into 2 pipeline stages (a process each, under mpirun), 4 micro-batches per
+    // update under 1F1B: the pipeline chart appears under the plots with the last update's
+    // passes, a row per stage, and the bubble measured beside the formula.
+    void pipelineRun() {
+        if (!several_processes_unavailable(2).empty()) QSKIP(several_processes_unavailable(2).c_str());
+        qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+        qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        MainWindow window;
+        window.resize(1400, 900);
+        window.show();
+        window.runController().setCliProgram(QStringLiteral(TRAINBENCH_CLI_PATH));
+        RunConfig config;
+        config.model = ModelFamily::gpt;
+        config.dataset = "text:" TRAINBENCH_FIXTURES_DIR "/text/bible_plain.txt";
+        config.n_layer = 4;
+        config.n_head = 4;
+        config.n_embd = 64;
+        config.block_size = 32;
+        config.batch_size = 16;
+        config.step_size = 4;
+        config.epochs = 100;
+        config.max_steps = 60;
+        config.sample_chars = 0;
+        config.processes = 2;
+        config.pipeline_stages = 2;
+        window.configPanel()->setConfig(config);
+        window.configPanel()->ensureWidgetVisible(window.configPanel()->findChild<QWidget*>(QStringLiteral("pipeline_schedule")));
+        const PipelineChart* chart = window.findChild<PipelineChart*>();
+        QVERIFY(chart);
+        QVERIFY(!chart->isVisible());
+        window.startRun();
+        auto& run = *window.runStore().runs().back();
+        QTRY_VERIFY_WITH_TIMEOUT(!window.runController().isRunning(), 120000);
+        QVERIFY2(run.state == RunState::completed, qPrintable(run.message));
+        QVERIFY(chart->isVisible());
+        QCOMPARE(chart->shownRun(), run.id);
+        // Two stages, each a forward and a backward per micro-batch.
+        QCOMPARE(chart->bars().size(), size_t{16});
+        for (int stage = 0; stage < 2; ++stage) {
+            int forwards = 0, backwards = 0;
+            for (const PipelineChart::Bar& bar : chart->bars()) {
+                if (bar.stage != stage) continue;
+                QVERIFY(bar.end_ms > bar.start_ms);
+                (bar.forward ? forwards : backwards) += 1;
+            }
+            QCOMPARE(forwards, 4);
+            QCOMPARE(backwards, 4);
+        }
+        QVERIFY2(chart->title().contains("bubble") && chart->title().contains("(P-1)/(m+P-1) = 20.0%"),
+                 qPrintable(chart->title()));
+        // The store keeps the stages of the newest update only.
+        QCOMPARE(run.last_pipeline_update, int64_t{60});
+        for (const StepMetrics& step : run.steps) QVERIFY(step.pipeline_stages.empty());
+        capture(window, QStringLiteral("pipeline-run"));
     }
 };
 

@@ -38,8 +38,8 @@ struct DeviceBudget {
 DeviceBudget device_budget(const RunConfig& config, int64_t device_memory_bytes);
 
 // Bytes the run needs from the device: the plan of each process that shares it (on the CPU all
-// of the run's processes are on this machine; a CUDA process has a GPU of its own), plus the
-// fixed cost. Every process is counted at process 0's plan, the largest.
+// of the run's processes are on this machine, each counted at its own plan: process 0's, the
+// largest, or a pipeline stage's; a CUDA process has a GPU of its own), plus the fixed cost.
 int64_t needed_bytes(const RunConfig& config, const RunPlan& plan, const DeviceBudget& budget);
 
 // One row of the what-if table: the configured run with some knobs changed.
@@ -48,7 +48,7 @@ struct WhatIfRow {
     RunConfig config;
     bool same_update = true;        // false for LoRA and QLoRA: they train adapters, not the model
     std::string error;              // why the row does not apply (then nothing else is set)
-    BytesByCategory bytes{};        // planned, per process
+    BytesByCategory bytes{};        // planned, per process (a pipeline's: its largest stage)
     int64_t planned_bytes = 0;      // their sum
     int64_t needed = 0;             // needed_bytes of the row
     int64_t micro_batch = 0;
@@ -62,8 +62,9 @@ struct WhatIfRow {
 
 // The configured run, then each knob alone and the useful combinations: step_size x2 and x4,
 // gradient checkpointing, bf16, data parallelism over max(processes, 2) processes without and
-// with ZeRO 1 and 2, LoRA (where the model family has it), and bf16 with checkpointing, with
-// ZeRO-2 and with step_size x4. Knobs the configuration already has are not repeated.
+// with ZeRO 1 and 2, LoRA (where the model family has it), bf16 with checkpointing, with
+// ZeRO-2 and with step_size x4, and 2 pipeline stages (from one process). Knobs the
+// configuration already has are not repeated.
 std::vector<WhatIfRow> what_if_table(const RunConfig& config, const Dataset& data, const DeviceBudget& budget);
 
 // The smallest step_size (so the largest micro-batch) at which config's plan fits `budget`; 0 if

@@ -13,7 +13,17 @@ namespace trainbench {
 // the span from its first action to its last. What the span holds besides the passes is the
 // stage's idle time, the bubble. And its process's memory: the allocator's live peak since the
 // run began and the plan's total.
+// One forward or backward pass of a stage, in milliseconds from the stage's start of the update
+// (the stages start together, after the previous update's collectives).
+struct PipelinePass {
+    bool forward = true;
+    int64_t micro_batch = 0;
+    double start_ms = 0.0;
+    double end_ms = 0.0;
+};
+
 struct PipelineStageMetrics {
+    std::vector<PipelinePass> passes;  // in the order the stage ran them
     double forward_ms = 0.0;
     double backward_ms = 0.0;
     double wait_ms = 0.0;

@@ -35,6 +35,12 @@ struct RunPlan {
     int64_t nf4_parameter_count = 0;  // QLoRA: base weights stored as NF4, and their bytes
     int64_t nf4_bytes = 0;
     BytesByCategory planned_bytes{};  // engine allocation by category (peak of an update), per process (a pipeline's: process 0's stage)
+    // A pipeline: each stage's (its processes', in stage order; planned_bytes is the first's).
+    std::vector<BytesByCategory> stage_planned_bytes;
+    // The most one process holds: planned_total(), or a pipeline's largest stage.
+    int64_t largest_process_total() const;
+    // Every process of the run together.
+    int64_t all_processes_total() const;
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
     // What the CPU engine multiplies with (--cpu-products made concrete for this CPU and

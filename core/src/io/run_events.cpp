@@ -45,8 +45,17 @@ void each_plan_member(Plan& p, Visit&& visit) {
     visit("pipeline_bubble", p.pipeline_bubble);
 }
 
+template <class Pass, class Visit>
+void each_pass_member(Pass& p, Visit&& visit) {
+    visit("forward", p.forward);
+    visit("micro_batch", p.micro_batch);
+    visit("start_ms", p.start_ms);
+    visit("end_ms", p.end_ms);
+}
+
 template <class Stage, class Visit>
 void each_stage_member(Stage& s, Visit&& visit) {
+    visit("passes", s.passes);
     visit("forward_ms", s.forward_ms);
     visit("backward_ms", s.backward_ms);
     visit("wait_ms", s.wait_ms);
@@ -141,6 +150,15 @@ Json to_json(const MemoryReport& memory) {
     each_memory_member(memory, [&](const char* name, const auto& member) { object[name] = to_json(member); });
     return object;
 }
+Json to_json(const std::vector<PipelinePass>& passes) {
+    Json array = Json::array();
+    for (const PipelinePass& pass : passes) {
+        Json object = Json::object();
+        each_pass_member(pass, [&](const char* name, const auto& member) { object[name] = to_json(member); });
+        array.push_back(object);
+    }
+    return array;
+}
 Json to_json(const std::vector<PipelineStageMetrics>& stages) {
     Json array = Json::array();
     for (const PipelineStageMetrics& stage : stages) {
@@ -166,6 +184,15 @@ void from_json_value(const Json& json, MemoryReport& memory) {
     each_memory_member(memory, [&](const char* name, auto& member) {
         if (const auto it = json.find(name); it != json.end()) from_json_value(*it, member);
     });
+}
+void from_json_value(const Json& json, std::vector<PipelinePass>& passes) {
+    passes.clear();
+    for (const Json& object : json) {
+        PipelinePass& pass = passes.emplace_back();
+        each_pass_member(pass, [&](const char* name, auto& member) {
+            if (const auto it = object.find(name); it != object.end()) from_json_value(*it, member);
+        });
+    }
 }
 void from_json_value(const Json& json, std::vector<PipelineStageMetrics>& stages) {
     stages.clear();

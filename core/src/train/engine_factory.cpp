@@ -46,7 +46,7 @@ std::vector<int64_t> sample_counts(const RunConfig& config, const Dataset& data,
 
 }  // namespace
 
-EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch) {
+EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch, int process) {
     EngineSpec spec;
     spec.model = build_model(config, data);
     spec.optimizer = config.optimizer;
@@ -66,7 +66,7 @@ EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_
     // that is process 0's, the largest.
     spec.zero_stage = static_cast<int>(config.zero);
     const ProcessWorld world = process_world();
-    const int rank = world.size == config.processes ? world.rank : 0;
+    const int rank = process >= 0 ? process : world.size == config.processes ? world.rank : 0;
     // A pipeline's process holds its stage (process s runs stage s); its data-parallel rank
     // among the copies of that stage shards ZeRO and the batch.
     const auto stages = static_cast<int>(config.pipeline_stages);

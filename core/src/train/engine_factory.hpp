@@ -7,7 +7,9 @@
 
 namespace trainbench {
 
-EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch);
+// The spec of process `process` of the run (-1: this process, or process 0 outside the run's MPI
+// job): a pipeline's processes each hold a stage, a ZeRO run's each a shard.
+EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch, int process = -1);
 bool is_cuda_device(const std::string& device);
 int cuda_device_index(const std::string& device);
 // Bytes by category the chosen backend will hold at the peak of an update.

@@ -82,9 +82,8 @@ DeviceBudget device_budget(const RunConfig& config, int64_t device_memory_bytes)
     return budget;
 }
 
-int64_t needed_bytes(const RunConfig& config, const RunPlan& plan, const DeviceBudget& budget) {
-    const int64_t sharing = budget.cuda ? 1 : std::max<int64_t>(1, config.processes);
-    return sharing * plan.planned_total() + budget.fixed_bytes;
+int64_t needed_bytes(const RunConfig&, const RunPlan& plan, const DeviceBudget& budget) {
+    return (budget.cuda ? plan.largest_process_total() : plan.all_processes_total()) + budget.fixed_bytes;
 }
 
 int64_t smallest_step_size_that_fits(RunConfig config, const Dataset& data, const DeviceBudget& budget) {
@@ -156,12 +155,18 @@ std::vector<WhatIfRow> what_if_table(const RunConfig& configured, const Dataset&
     add("bf16 + checkpointing", light);
     add("bf16 + checkpointing + step_size x4", with_step(light, 4));
     add("bf16 + checkpointing + " + dp + ", ZeRO-2", with_processes(light, 2));
+    if (base.pipeline_stages == 1 && base.processes == 1) {
+        RunConfig piped = base;
+        piped.pipeline_stages = 2;
+        piped.processes = 2;
+        add("2 pipeline stages (" + to_string(piped.pipeline_schedule) + ", a process each)", piped);
+    }
 
     // A combination the configuration already has (bf16 + checkpointing on a bf16 run with
     // checkpointing) is an earlier row again.
     auto knobs_of = [](const RunConfig& c) {
         return std::make_tuple(c.step_size, c.gradient_checkpointing, c.precision, c.processes, c.zero, c.lora_rank,
-                               c.lora_base);
+                               c.lora_base, c.pipeline_stages);
     };
     std::vector<WhatIfRow> rows;
     for (size_t v = 0; v < variants.size(); ++v) {
@@ -180,8 +185,11 @@ std::vector<WhatIfRow> what_if_table(const RunConfig& configured, const Dataset&
             rows.push_back(std::move(row));
             continue;
         }
+        // Per process: a pipeline's largest stage.
         row.bytes = planned.plan.planned_bytes;
-        row.planned_bytes = planned.plan.planned_total();
+        for (const BytesByCategory& stage : planned.plan.stage_planned_bytes)
+            if (sum_bytes(stage) > sum_bytes(row.bytes)) row.bytes = stage;
+        row.planned_bytes = sum_bytes(row.bytes);
         row.needed = needed_bytes(config, planned.plan, budget);
         row.micro_batch = planned.plan.micro_batch;
         row.fits = budget.fits(row.needed);

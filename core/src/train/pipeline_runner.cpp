@@ -33,6 +33,7 @@ PipelineRunner::PipelineRunner(ComputeEngine& engine, ProcessGroup& group, const
     together_ = last() && pipeline_in_flight(schedule, stages(), stage_, step_size) == 1;
     if (!last()) output_per_sample_ = model_.tensors[static_cast<size_t>(model_.ops.back().inputs[0])].per_sample;
     actions_.reserve(static_cast<size_t>(2 * step_size));
+    times_.passes.reserve(static_cast<size_t>(2 * step_size));
     counts_.assign(static_cast<size_t>(step_size), 0);
     // Parameters two stages hold (the tied embedding: on the first and the last stage).
     std::map<std::string, int> holders;
@@ -51,8 +52,15 @@ double PipelineRunner::run_update(int64_t micro_batches, const MicroBatch& first
         throw Error("internal: an update of " + std::to_string(micro_batches) + " micro-batches for a pipeline planned for " +
                     std::to_string(counts_.size()));
     pipeline_actions(schedule_, stages(), stage_, micro_batches, actions_);
-    times_ = {};
+    times_.passes.clear();
+    times_.forward_ms = times_.backward_ms = times_.wait_ms = times_.span_ms = 0.0;
     const Clock::time_point start = Clock::now();
+    auto record = [&](bool forward, int64_t micro_batch, Clock::time_point from, Clock::time_point to) {
+        const double start_ms = std::chrono::duration<double, std::milli>(from - start).count();
+        const double end_ms = std::chrono::duration<double, std::milli>(to - start).count();
+        times_.passes.push_back({forward, micro_batch, start_ms, end_ms});
+        (forward ? times_.forward_ms : times_.backward_ms) += end_ms - start_ms;
+    };
     const int64_t input_per_sample = model_.input_per_sample;
     auto timed_wait = [&](auto&& action) {
         const Clock::time_point t = Clock::now();
@@ -76,9 +84,11 @@ double PipelineRunner::run_update(int64_t micro_batches, const MicroBatch& first
                 if (stage_ > 0) timed_wait([&] { group_.wait_send(engine_.stage_input_gradient()); });
                 const Clock::time_point t = Clock::now();
                 loss += engine_.forward_backward(batch, normaliser, loss_scale);
-                const double both = ms_since(t);
-                times_.forward_ms += engine_.last_forward_ms();
-                times_.backward_ms += both - engine_.last_forward_ms();
+                const Clock::time_point done = Clock::now();
+                const auto forward_end = t + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double, std::milli>(engine_.last_forward_ms()));
+                record(true, a.micro_batch, t, forward_end);
+                record(false, a.micro_batch, forward_end, done);
                 if (stage_ > 0)
                     group_.send(engine_.stage_input_gradient(), batch.count * input_per_sample, stage_ - 1, kGradientTag);
                 continue;
@@ -86,7 +96,7 @@ double PipelineRunner::run_update(int64_t micro_batches, const MicroBatch& first
             if (!last()) timed_wait([&] { group_.wait_send(engine_.stage_output()); });
             const Clock::time_point t = Clock::now();
             loss += engine_.stage_forward(batch, a.slot, normaliser, loss_scale);
-            times_.forward_ms += ms_since(t);
+            record(true, a.micro_batch, t, Clock::now());
             if (!last()) group_.send(engine_.stage_output(), batch.count * output_per_sample_, stage_ + 1, kActivationTag);
         } else if (!together_ && counts_[j] > 0) {
             const int64_t n = counts_[j];
@@ -95,7 +105,7 @@ double PipelineRunner::run_update(int64_t micro_batches, const MicroBatch& first
             if (stage_ > 0) timed_wait([&] { group_.wait_send(engine_.stage_input_gradient()); });
             const Clock::time_point t = Clock::now();
             engine_.stage_backward(a.slot);
-            times_.backward_ms += ms_since(t);
+            record(false, a.micro_batch, t, Clock::now());
             if (stage_ > 0) group_.send(engine_.stage_input_gradient(), n * input_per_sample, stage_ - 1, kGradientTag);
         }
     }

@@ -74,6 +74,19 @@ std::string over_budget_message(const RunConfig& config, const Dataset& data, in
 
 }  // namespace
 
+int64_t RunPlan::largest_process_total() const {
+    int64_t largest = planned_total();
+    for (const BytesByCategory& stage : stage_planned_bytes) largest = std::max(largest, sum_bytes(stage));
+    return largest;
+}
+
+int64_t RunPlan::all_processes_total() const {
+    if (stage_planned_bytes.empty()) return processes * planned_total();
+    int64_t pipeline = 0;
+    for (const BytesByCategory& stage : stage_planned_bytes) pipeline += sum_bytes(stage);
+    return processes * pipeline;
+}
+
 std::string nf4_parameters_note(const RunPlan& plan) {
     if (plan.nf4_parameter_count == 0) return "";
     char bits[32];
@@ -129,6 +142,8 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.flops_per_sample = config.pipeline_stages > 1 ? build_model(config, data).training_flops_per_sample
                                                        : spec.model.training_flops_per_sample;
     plan.planned_bytes = plan_engine_memory(config, spec);
+    for (int stage = 0; config.pipeline_stages > 1 && stage < config.pipeline_stages; ++stage)
+        plan.stage_planned_bytes.push_back(plan_engine_memory(config, make_engine_spec(config, data, plan.micro_batch, stage)));
     if (!is_cuda_device(config.device)) {
         plan.threads = spec.threads;
         plan.products = describe(choose_product_kernel(spec.cpu_products, spec.precision));

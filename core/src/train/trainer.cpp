@@ -145,7 +145,10 @@ private:
                                                          config_.step_size);
             stage_report_.assign(static_cast<size_t>(4 * pipeline_->stages()), 0.0);
             stage_memory_.assign(static_cast<size_t>(2 * pipeline_->stages()), 0);
+            stage_passes_.assign(static_cast<size_t>(pipeline_->stages() * kPassNumbers * 2 * config_.step_size), 0.0);
             result_.last.pipeline_stages.resize(static_cast<size_t>(pipeline_->stages()));
+            for (PipelineStageMetrics& stage : result_.last.pipeline_stages)
+                stage.passes.reserve(static_cast<size_t>(2 * config_.step_size));
         }
         const MeasuredPeak peak = device_peak_flops(config_);
         // Each process computes on threads of its own and MFU counts the whole global batch's
@@ -471,9 +474,24 @@ private:
         stage_report_[4 * s + 3] = mine.span_ms;
         stage_memory_[2 * s] = static_cast<double>(m.memory.live_peak);
         stage_memory_[2 * s + 1] = static_cast<double>(sum_bytes(result_.plan.planned_bytes));
+        // Passes: (forward, micro-batch, start, end) each, a stage's block of 2 x step_size of
+        // them; a forward flag of -1 ends a block that holds fewer.
+        std::fill(stage_passes_.begin(), stage_passes_.end(), 0.0);
+        const size_t block = stage_passes_.size() / m.pipeline_stages.size();
+        double* mine_passes = stage_passes_.data() + s * block;
+        size_t k = 0;
+        for (const PipelinePass& pass : mine.passes) {
+            mine_passes[k++] = pass.forward ? 1.0 : 0.0;
+            mine_passes[k++] = static_cast<double>(pass.micro_batch);
+            mine_passes[k++] = pass.start_ms;
+            mine_passes[k++] = pass.end_ms;
+        }
+        if (k < block) mine_passes[k] = -1.0;
         const CollectiveTimer timer(loop_comm_ms_);
         pipeline_group_->sum(stage_report_.data(), static_cast<int64_t>(stage_report_.size()));
         pipeline_group_->sum(stage_memory_.data(), static_cast<int64_t>(stage_memory_.size()));
+        // Each block holds one stage's numbers and zeros from the others: the sum is a gather.
+        pipeline_group_->sum(stage_passes_.data(), static_cast<int64_t>(stage_passes_.size()));
         for (size_t k = 0; k < m.pipeline_stages.size(); ++k) {
             PipelineStageMetrics& stage = m.pipeline_stages[k];
             stage.forward_ms = stage_report_[4 * k];
@@ -482,6 +500,10 @@ private:
             stage.span_ms = stage_report_[4 * k + 3];
             stage.peak_bytes = static_cast<int64_t>(stage_memory_[2 * k]);
             stage.planned_bytes = static_cast<int64_t>(stage_memory_[2 * k + 1]);
+            stage.passes.clear();
+            const double* numbers = stage_passes_.data() + k * block;
+            for (size_t at = 0; at + kPassNumbers <= block && numbers[at] >= 0.0; at += kPassNumbers)
+                stage.passes.push_back({numbers[at] > 0.5, static_cast<int64_t>(numbers[at + 1]), numbers[at + 2], numbers[at + 3]});
         }
     }
 
@@ -527,7 +549,8 @@ private:
     // copies, and its stage.
     std::unique_ptr<ProcessGroup> pipeline_group_, data_group_;
     std::unique_ptr<PipelineRunner> pipeline_;
-    std::vector<double> stage_report_, stage_memory_;  // every stage's, summed over the processes
+    std::vector<double> stage_report_, stage_memory_, stage_passes_;  // every stage's, summed over the pipeline
+    static constexpr size_t kPassNumbers = 4;  // a pass in stage_passes_
     bool pipeline_sample_note_ = false;
     std::chrono::steady_clock::time_point start_time_;
     double resume_offset_ = 0.0;
