@@ -41,6 +41,14 @@ private:
         QVERIFY(image.save(QDir(folder_).filePath(name + QStringLiteral(".png"))));
     }
 
+    // A window whose runs of several processes start the CLI under mpirun (as root here too).
+    static void show_for_processes(MainWindow& window) {
+        qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+        qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        window.resize(1400, 900);
+        window.show();
+        window.runController().setCliProgram(QStringLiteral(TRAINBENCH_CLI_PATH));
+    }
     static RunConfig demo_config(int64_t step_size, int64_t batch_size = 64) {
         RunConfig config;
         config.dataset = "spirals";
@@ -123,12 +131,8 @@ private slots:
     // the per-process memory plan in the form, both runs in the plots.
     void twoProcessesBesideOne() {
         if (!several_processes_unavailable(2).empty()) QSKIP(several_processes_unavailable(2).c_str());
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
         MainWindow window;
-        window.resize(1400, 900);
-        window.show();
-        window.runController().setCliProgram(QStringLiteral(TRAINBENCH_CLI_PATH));
+        show_for_processes(window);
         RunConfig one = demo_config(2, 256);
         one.epochs = 40;
         window.configPanel()->setConfig(one);
@@ -153,12 +157,8 @@ private slots:
     // passes, a row per stage, and the bubble measured beside the formula.
     void pipelineRun() {
         if (!several_processes_unavailable(2).empty()) QSKIP(several_processes_unavailable(2).c_str());
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
         MainWindow window;
-        window.resize(1400, 900);
-        window.show();
-        window.runController().setCliProgram(QStringLiteral(TRAINBENCH_CLI_PATH));
+        show_for_processes(window);
         RunConfig config;
         config.model = ModelFamily::gpt;
         config.dataset = "text:" TRAINBENCH_FIXTURES_DIR "/text/bible_plain.txt";

@@ -150,23 +150,23 @@ Json to_json(const MemoryReport& memory) {
     each_memory_member(memory, [&](const char* name, const auto& member) { object[name] = to_json(member); });
     return object;
 }
-Json to_json(const std::vector<PipelinePass>& passes) {
+// A list of records (a pipeline's stages, a stage's passes) as an array of objects.
+Json to_json(const std::vector<PipelinePass>& passes);
+template <class Record, class Each>
+Json records_to_json(const std::vector<Record>& records, Each each) {
     Json array = Json::array();
-    for (const PipelinePass& pass : passes) {
+    for (const Record& record : records) {
         Json object = Json::object();
-        each_pass_member(pass, [&](const char* name, const auto& member) { object[name] = to_json(member); });
+        each(record, [&](const char* name, const auto& member) { object[name] = to_json(member); });
         array.push_back(object);
     }
     return array;
 }
+Json to_json(const std::vector<PipelinePass>& passes) {
+    return records_to_json(passes, [](auto& r, auto&& v) { each_pass_member(r, v); });
+}
 Json to_json(const std::vector<PipelineStageMetrics>& stages) {
-    Json array = Json::array();
-    for (const PipelineStageMetrics& stage : stages) {
-        Json object = Json::object();
-        each_stage_member(stage, [&](const char* name, const auto& member) { object[name] = to_json(member); });
-        array.push_back(object);
-    }
-    return array;
+    return records_to_json(stages, [](auto& r, auto&& v) { each_stage_member(r, v); });
 }
 
 void from_json_value(const Json& json, double& value) { value = real_from_json(json); }
@@ -185,20 +185,21 @@ void from_json_value(const Json& json, MemoryReport& memory) {
         if (const auto it = json.find(name); it != json.end()) from_json_value(*it, member);
     });
 }
+template <class Record, class Each>
+void records_from_json(const Json& json, std::vector<Record>& records, Each each);
+void from_json_value(const Json& json, std::vector<PipelinePass>& passes);
 void from_json_value(const Json& json, std::vector<PipelinePass>& passes) {
-    passes.clear();
-    for (const Json& object : json) {
-        PipelinePass& pass = passes.emplace_back();
-        each_pass_member(pass, [&](const char* name, auto& member) {
-            if (const auto it = object.find(name); it != object.end()) from_json_value(*it, member);
-        });
-    }
+    records_from_json(json, passes, [](auto& r, auto&& v) { each_pass_member(r, v); });
 }
 void from_json_value(const Json& json, std::vector<PipelineStageMetrics>& stages) {
-    stages.clear();
+    records_from_json(json, stages, [](auto& r, auto&& v) { each_stage_member(r, v); });
+}
+template <class Record, class Each>
+void records_from_json(const Json& json, std::vector<Record>& records, Each each) {
+    records.clear();
     for (const Json& object : json) {
-        PipelineStageMetrics& stage = stages.emplace_back();
-        each_stage_member(stage, [&](const char* name, auto& member) {
+        Record& record = records.emplace_back();
+        each(record, [&](const char* name, auto& member) {
             if (const auto it = object.find(name); it != object.end()) from_json_value(*it, member);
         });
     }
