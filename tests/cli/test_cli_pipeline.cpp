@@ -3,7 +3,8 @@
 // tensor's scale plus 1e-6 absolute, difference_in_tolerances), for the GPT and the MLP, 2 and 3
 // stages, GPipe and 1F1B, step_size 1, 3 and 8, an epoch whose last batch is partial,
 // checkpointing, and data parallelism inside (2 and 3 copies of the pipeline, ZeRO-1 within a
-// stage's copies); in bf16 within 5% of bf16's own distance from fp32. Process 0 reports every
+// stage's copies; ZeRO-2 on the MLP, whose copies' empty shares still join its reduce-scatters);
+// in bf16 within 5% of bf16's own distance from fp32. Process 0 reports every
 // stage: its passes, waits and idle share beside GPipe's (P-1)/(m+P-1), and each process's
 // memory peak, equal to its plan. 1F1B holds fewer micro-batches' activations than GPipe on the
 // first stage. `plan` gives each stage's bytes, which each process's peak equals. Wrong
@@ -89,6 +90,8 @@ private slots:
                                                           << QStringList{"--processes", "4", "--zero", "1"};
         QTest::newRow("mlp P2 x D3 gpipe step 3, partial batches") << "mlp" << 2 << "gpipe" << 3 << 12
                                                                    << QStringList{"--processes", "6"};
+        QTest::newRow("mlp P2 x D3 1f1b step 3, ZeRO-2, partial batches")
+            << "mlp" << 2 << "1f1b" << 3 << 12 << QStringList{"--processes", "6", "--zero", "2"};
     }
     void sameUpdateAsOneProcess() {
         QFETCH(QString, model);
@@ -222,7 +225,7 @@ private slots:
         QTest::newRow("cuda") << (gpt + QStringList{"--pipeline-stages", "2", "--processes", "2", "--device", "cuda"})
                               << "pipeline stages run on the CPU engine only for now";
         QTest::newRow("ZeRO-2 inside") << (gpt + QStringList{"--pipeline-stages", "2", "--processes", "4", "--zero", "2"})
-                                       << "ZeRO-2 inside a pipeline is not built yet";
+                                       << "ZeRO-2 inside a GPT's pipeline is not built yet";
     }
     void wrongSettingsGetOneLine() {
         QFETCH(QStringList, flags);

@@ -74,8 +74,12 @@ double PipelineRunner::run_update(int64_t micro_batches, const MicroBatch& first
             MicroBatch batch = a.micro_batch == 0 ? first : source.next();
             counts_[j] = batch.count;
             // Data parallelism: this copy's share of a small last batch may be empty; every
-            // stage of the copy skips it alike.
-            if (batch.count == 0) continue;
+            // stage of the copy skips it alike, joining its backward's collectives (ZeRO-2's
+            // reduce-scatters) with zeros where its backward would have run.
+            if (batch.count == 0) {
+                if (together_) engine_.skip_micro_batch();
+                continue;
+            }
             if (stage_ > 0) {
                 timed_wait([&] { group_.receive(engine_.stage_input(), batch.count * input_per_sample, stage_ - 1, kActivationTag); });
                 batch.x = engine_.stage_input();
@@ -98,7 +102,9 @@ double PipelineRunner::run_update(int64_t micro_batches, const MicroBatch& first
             loss += engine_.stage_forward(batch, a.slot, normaliser, loss_scale);
             record(true, a.micro_batch, t, Clock::now());
             if (!last()) group_.send(engine_.stage_output(), batch.count * output_per_sample_, stage_ + 1, kActivationTag);
-        } else if (!together_ && counts_[j] > 0) {
+        } else if (!together_ && counts_[j] == 0) {
+            engine_.skip_micro_batch();
+        } else if (!together_) {
             const int64_t n = counts_[j];
             if (!last())
                 timed_wait([&] { group_.receive(engine_.stage_output_gradient(), n * output_per_sample_, stage_ + 1, kGradientTag); });

@@ -475,9 +475,9 @@ void validate(const RunConfig& c) {
                                           " stages runs in a process of its own: --processes " +
                                           std::to_string(c.processes) + " must be a multiple of it (e.g. --processes " +
                                           std::to_string(c.pipeline_stages) + ")");
-        if (c.zero > 1)
-            reject("pipeline_stages", "ZeRO-2 inside a pipeline is not built yet (its reduced gradients would have to "
-                                      "meet the tied embedding's other half): use --zero 1 or 0");
+        if (c.zero > 1 && c.model == ModelFamily::gpt)
+            reject("pipeline_stages", "ZeRO-2 inside a GPT's pipeline is not built yet (its reduced gradients would have "
+                                      "to meet the tied embedding's other half on the last stage): use --zero 1 or 0");
         if (c.checkpoint_every > 0 || !c.resume_dir.empty())
             reject("pipeline_stages", "a pipeline's runs are not checkpointed or resumed yet: leave out "
                                       "--checkpoint-every and --resume");
