@@ -296,10 +296,13 @@ private:
                 // stages' gradients are then the parts of the whole model's (the tied
                 // embedding's two summed), its norm their parts added up; the loss is the last
                 // stages' (each copy's share).
-                const CollectiveTimer timer(loop_comm_ms_);
-                if (data_group_->size() > 1) engine_->sum_gradients(*data_group_);
-                pipeline_->sum_shared_gradients();
+                if (data_group_->size() > 1) engine_->sum_gradients(*data_group_);  // timed by the engine
+                {
+                    const CollectiveTimer timer(loop_comm_ms_);
+                    pipeline_->sum_shared_gradients();
+                }
                 norm_squared = pipeline_->grad_norm_squared_part();
+                const CollectiveTimer timer(loop_comm_ms_);
                 pipeline_group_->sum(&norm_squared, 1);
                 group_.sum(&loss_sum, 1);
             } else {
