@@ -121,6 +121,18 @@ std::string arrow(const std::string& what, const std::string& from, const std::s
 
 std::string on_off(bool on) { return on ? "on" : "off"; }
 
+// The rows of several processes: the one-process baseline on 2, the baseline's threads shared
+// among them (0 already divides the cores).
+RunConfig on_two_processes(const RunConfig& base, Technique technique) {
+    if (base.processes != 1)
+        throw Error(to_string(technique) + ": the baseline already runs " + std::to_string(base.processes) +
+                    " processes; compare from --processes 1");
+    RunConfig variant = base;
+    variant.processes = 2;
+    if (base.threads > 1) variant.threads = static_cast<int>(base.threads / variant.processes);
+    return variant;
+}
+
 // The rows that fine-tune a GPT with adapters: other models have none.
 bool is_peft(Technique technique) {
     return technique == Technique::peft_lora || technique == Technique::peft_qlora || technique == Technique::peft_dora;
@@ -328,13 +340,8 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
         case Technique::data_parallel:
         case Technique::zero_1:
         case Technique::zero_2: {
-            if (base.processes != 1)
-                throw Error(to_string(technique) + ": the baseline already runs " + std::to_string(base.processes) +
-                            " processes; compare from --processes 1");
-            variant.processes = 2;
+            variant = on_two_processes(base, technique);
             variant.zero = technique == Technique::zero_1 ? 1 : technique == Technique::zero_2 ? 2 : 0;
-            // The baseline's threads shared among the processes (0 already divides the cores).
-            if (base.threads > 1) variant.threads = static_cast<int>(base.threads / variant.processes);
             description = arrow("processes", "1", "2") +
                           (variant.zero > 0 ? " + zero 0 -> " + std::to_string(variant.zero) : std::string()) +
                           " (same global batch; memory per process)";
@@ -342,12 +349,8 @@ RunConfig technique_variant(const RunConfig& base, Technique technique,
             break;
         }
         case Technique::pipeline: {
-            if (base.processes != 1)
-                throw Error(to_string(technique) + ": the baseline already runs " + std::to_string(base.processes) +
-                            " processes; compare from --processes 1");
-            variant.processes = 2;
+            variant = on_two_processes(base, technique);
             variant.pipeline_stages = 2;
-            if (base.threads > 1) variant.threads = static_cast<int>(base.threads / variant.processes);
             description = arrow("pipeline_stages", "1", "2") + " (" + to_string(variant.pipeline_schedule) +
                           ", a process each; same global batch; memory of process 0's stage)";
             validate(variant);

@@ -230,13 +230,8 @@ public:
         if (slot >= plan_.in_flight || (keep && !kept_sets_[static_cast<size_t>(slot)].empty()) || (!keep && !sends))
             throw Error("internal: pipeline slot " + std::to_string(slot) + " of " + std::to_string(plan_.in_flight) +
                         " is not free");
-        check_count(batch.count);
         std::vector<void*>& kept = keep ? kept_sets_[static_cast<size_t>(slot)] : evaluation_set_;
-        take_kept(keep ? slot : 0, kept);
-        take_pass();
-        bind(kept);
-        load_inputs(batch);
-        refresh_packed_weights();
+        begin_micro_batch(batch, keep ? slot : 0, kept);
         forward(batch.count);
         double loss = 0.0;
         const int in = last.inputs[0];
@@ -602,14 +597,16 @@ private:
         std::memcpy(stage_input_gradient_, grad(0), static_cast<size_t>(elements(0, n)) * sizeof(float));
     }
 
-    void begin_micro_batch(const MicroBatch& batch) {
+    // A micro-batch's buffers taken (its kept ones into `kept`, as set `set`), bound and loaded.
+    void begin_micro_batch(const MicroBatch& batch, int set, std::vector<void*>& kept) {
         check_count(batch.count);
-        take_kept(0, kept_sets_[0]);
+        take_kept(set, kept);
         take_pass();
-        bind(kept_sets_[0]);
+        bind(kept);
         load_inputs(batch);
         refresh_packed_weights();
     }
+    void begin_micro_batch(const MicroBatch& batch) { begin_micro_batch(batch, 0, kept_sets_[0]); }
 
     void end_micro_batch() {
         release(pass_buffers_);
