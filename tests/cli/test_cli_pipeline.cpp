@@ -4,7 +4,8 @@
 // stages, GPipe and 1F1B, step_size 1, 3 and 8, an epoch whose last batch is partial,
 // checkpointing, and data parallelism inside (2 and 3 copies of the pipeline, ZeRO-1 within a
 // stage's copies; ZeRO-2 on the MLP, whose copies' empty shares still join its reduce-scatters);
-// in bf16 within 5% of bf16's own distance from fp32. Process 0 reports every
+// in bf16 within 5% of bf16's own distance from fp32. A pipeline's checkpoint resumes in the
+// same pipeline bit for bit, and in one process (or one process's in a pipeline) within rounding. Process 0 reports every
 // stage: its passes, waits and idle share beside GPipe's (P-1)/(m+P-1), and each process's
 // memory peak, equal to its plan. 1F1B holds fewer micro-batches' activations than GPipe on the
 // first stage. `plan` gives each stage's bytes, which each process's peak equals. Wrong
@@ -154,6 +155,53 @@ private slots:
         QCOMPARE(reported, stages);
         QVERIFY2(piped.out.contains(QString("over %1 pipeline stages (%2; %3 processes").arg(stages).arg(schedule).arg(piped_extra[1])),
                  qPrintable(piped.out));
+    }
+
+    // A pipeline's checkpoint is the file one process writes: resumed by the same pipeline it
+    // continues bit for bit; resumed by one process, or one process's resumed by the pipeline,
+    // it continues within float rounding. With ZeRO sharding a stage's optimizer state over its
+    // copies, and QLoRA's NF4 storage.
+    void checkpointResumesInAnyLayout_data() {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QStringList>("pipeline");
+        QTest::addColumn<QStringList>("extra");
+        QTest::newRow("gpt P2 x D2, ZeRO-1") << "gpt" << QStringList{"--pipeline-stages", "2", "--processes", "4", "--zero", "1"}
+                                             << QStringList{};
+        QTest::newRow("gpt P2, QLoRA") << "gpt" << QStringList{"--pipeline-stages", "2", "--processes", "2"}
+                                       << QStringList{"--lora-rank", "4", "--lora-base", "nf4"};
+        QTest::newRow("mlp P3, gpipe") << "mlp" << QStringList{"--pipeline-stages", "3", "--processes", "3", "--pipeline-schedule", "gpipe"}
+                                       << QStringList{};
+        QTest::newRow("mlp P2 x D2, ZeRO-2") << "mlp" << QStringList{"--pipeline-stages", "2", "--processes", "4", "--zero", "2"}
+                                             << QStringList{};
+    }
+    void checkpointResumesInAnyLayout() {
+        QFETCH(QString, model);
+        QFETCH(QStringList, pipeline);
+        QFETCH(QStringList, extra);
+        auto flags = [&](int steps) { return (model == "gpt" ? gpt_flags(3, steps) : mlp_flags(3, steps)) + extra; };
+        const QString name = "resume-" + QString(QTest::currentDataTag()).replace(QRegularExpression("[^a-zA-Z0-9]"), "_");
+        const QString piped_folder = path(name + "-piped-checkpoint");
+        const QString one_folder = path(name + "-one-checkpoint");
+        const QList<std::pair<QString, QStringList>> runs{
+            {"straight", flags(12) + pipeline},
+            {"piped-half", flags(6) + pipeline + QStringList{"--checkpoint-every", "6", "--checkpoint-dir", piped_folder}},
+            {"one-half", flags(6) + QStringList{"--checkpoint-every", "6", "--checkpoint-dir", one_folder}},
+            {"piped-then-piped", flags(12) + pipeline + QStringList{"--resume", piped_folder}},
+            {"piped-then-one", flags(12) + QStringList{"--resume", piped_folder}},
+            {"one-then-piped", flags(12) + pipeline + QStringList{"--resume", one_folder}},
+        };
+        for (const auto& [run_name, run_flags] : runs) {
+            const CliRun run = train(run_flags, name + "-" + run_name);
+            QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));
+            QVERIFY2(run.err.trimmed().isEmpty(), qPrintable(run.err));
+        }
+        QCOMPARE(difference_in_tolerances(weights(name + "-straight"), weights(name + "-piped-then-piped")), 0.0);
+        for (const QString resumed : {"piped-then-one", "one-then-piped"}) {
+            const double difference = difference_in_tolerances(weights(name + "-straight"), weights(name + "-" + resumed));
+            qInfo("%s: %s differs from the pipeline's straight run by %.3g of the tolerance", qPrintable(name),
+                  qPrintable(resumed), difference);
+            QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
+        }
     }
 
     // Eight micro-batches on 2 stages: GPipe holds all eight on the first stage, 1F1B two.

@@ -160,7 +160,7 @@ private slots:
         QVERIFY(folder.isValid());
         LoopState state;
         state.update = 2;
-        write_checkpoint(folder.path().toStdString(), *first, state, "{}");
+        write_checkpoint(folder.path().toStdString(), checkpoint_tensors(*first), state, "{}");
         auto resumed = make_cpu_engine(spec);
         read_checkpoint(folder.path().toStdString(), *resumed, spec.model);
         QCOMPARE(resumed->quantized_weights().size(), first->quantized_weights().size());
@@ -193,7 +193,7 @@ private slots:
         auto lora = make_cpu_engine(fixture_spec());
         lora->set_weights(initial_weights());
         QTemporaryDir folder;
-        write_checkpoint(folder.path().toStdString(), *lora, LoopState{}, "{}");
+        write_checkpoint(folder.path().toStdString(), checkpoint_tensors(*lora), LoopState{}, "{}");
         QVERIFY_EXCEPTION_THROWN(read_checkpoint(folder.path().toStdString(), *engine, spec.model), trainbench::Error);
     }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "model/param_layout.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -196,6 +197,36 @@ ModelWeights stage_weights(const ModelWeights& weights, const ModelDesc& stage) 
         out.tensors.back().name = p.name;
     }
     return out;
+}
+
+namespace {
+
+// Calls move(whole_offset, stage_offset, numel) for each trainable tensor of `stage`, its
+// places in the whole model's store and in the stage's.
+template <typename Move>
+void for_each_stage_tensor(const ModelDesc& whole, const ModelDesc& stage, Move move) {
+    const ParamLayout whole_layout = make_param_layout(whole);
+    const ParamLayout stage_layout = make_param_layout(stage);
+    for (size_t p = 0; p < stage.params.size(); ++p) {
+        if (!stage.params[p].trainable) continue;
+        const int q = whole.find_param(stage.params[p].name);
+        if (q < 0) throw Error("internal: stage tensor '" + stage.params[p].name + "' is not in the whole model");
+        move(whole_layout.offset[static_cast<size_t>(q)], stage_layout.offset[p], stage.params[p].numel());
+    }
+}
+
+}  // namespace
+
+void whole_to_stage_store(const ModelDesc& whole, const float* whole_store, const ModelDesc& stage, float* stage_store) {
+    for_each_stage_tensor(whole, stage, [&](int64_t at_whole, int64_t at_stage, int64_t n) {
+        std::copy(whole_store + at_whole, whole_store + at_whole + n, stage_store + at_stage);
+    });
+}
+
+void stage_to_whole_store(const ModelDesc& stage, const float* stage_store, const ModelDesc& whole, float* whole_store) {
+    for_each_stage_tensor(whole, stage, [&](int64_t at_whole, int64_t at_stage, int64_t n) {
+        std::copy(stage_store + at_stage, stage_store + at_stage + n, whole_store + at_whole);
+    });
 }
 
 double gpipe_bubble_fraction(int stages, int64_t micro_batches) {

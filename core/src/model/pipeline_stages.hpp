@@ -47,6 +47,12 @@ StageSplit split_into_stages(const ModelDesc& model, int stages);
 ModelDesc stage_model(const ModelDesc& model, const StageSplit& split, int stage);
 // The tensors of `weights` (the whole model's) that stage model `stage` holds.
 ModelWeights stage_weights(const ModelWeights& weights, const ModelDesc& stage);
+// A flat buffer over a trainable store (gradients, or one optimizer-state buffer such as
+// "optimizer.exp_avg") moved between the whole model's store order and a stage's: each trainable
+// tensor the stage holds is copied from its place in one store to its place in the other. So a
+// pipeline's checkpoint is the one a single process writes, and either resumes the other.
+void whole_to_stage_store(const ModelDesc& whole, const float* whole_store, const ModelDesc& stage, float* stage_store);
+void stage_to_whole_store(const ModelDesc& stage, const float* stage_store, const ModelDesc& whole, float* whole_store);
 
 // GPipe's bubble: the fraction of a pipeline's time a stage idles, (P-1)/(m+P-1) for P stages
 // and m micro-batches of equal cost.

@@ -9,7 +9,7 @@
 namespace trainbench {
 namespace {
 std::string tensor_name(const OptimizerConfig& config, int slot) {
-    return std::string("optimizer.") + optimizer_state_name(config, slot);
+    return kOptimizerStatePrefix + optimizer_state_name(config, slot);
 }
 }  // namespace
 

@@ -2,6 +2,7 @@
 // The optimizer state of a flat parameter store as checkpoint tensors: one tensor per state
 // buffer ("optimizer.exp_avg", ...), each the n floats of that buffer in store order.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "parallel/shard_range.hpp"
@@ -9,6 +10,9 @@
 #include "trainbench/weights.hpp"
 
 namespace trainbench {
+
+// The prefix of every optimizer-state tensor's name in a checkpoint.
+inline const std::string kOptimizerStatePrefix = "optimizer.";
 
 // `state` holds optimizer_state_slots(config) consecutive buffers of n floats.
 std::vector<NamedTensor> optimizer_state_tensors(const OptimizerConfig& config, const float* state, int64_t n);

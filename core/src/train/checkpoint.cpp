@@ -7,6 +7,8 @@
 #include <map>
 
 #include "model/param_layout.hpp"
+#include "model/pipeline_stages.hpp"
+#include "optim/optimizer_state_tensors.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -49,14 +51,18 @@ void check_checkpoint_folder(const std::string& directory) {
     std::remove(probe.c_str());
 }
 
-void write_checkpoint(const std::string& directory, const ComputeEngine& engine, const LoopState& state,
+std::vector<NamedTensor> checkpoint_tensors(const ComputeEngine& engine) {
+    std::vector<NamedTensor> tensors = engine.weights().tensors;
+    for (auto& t : engine.optimizer_state()) tensors.push_back(std::move(t));
+    for (auto& t : engine.quantized_weights()) tensors.push_back(std::move(t));
+    return tensors;
+}
+
+void write_checkpoint(const std::string& directory, std::vector<NamedTensor> tensors, const LoopState& state,
                       const std::string& config_json) {
     std::error_code error;
     std::filesystem::create_directories(directory, error);
     if (error) throw Error("cannot create checkpoint folder '" + directory + "': " + error.message());
-    std::vector<NamedTensor> tensors = engine.weights().tensors;
-    for (auto& t : engine.optimizer_state()) tensors.push_back(std::move(t));
-    for (auto& t : engine.quantized_weights()) tensors.push_back(std::move(t));
     const std::map<std::string, std::string> metadata{
         {"format", kFormat},
         {"update", std::to_string(state.update)},
@@ -76,8 +82,8 @@ void write_checkpoint(const std::string& directory, const ComputeEngine& engine,
     write_safetensors(checkpoint_path(directory), tensors, metadata);
 }
 
-LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
-                          const ModelDesc& model) {
+LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine, const ModelDesc& model,
+                          const ModelDesc* stage) {
     const std::string path = checkpoint_path(directory);
     if (!std::filesystem::exists(path))
         throw Error("no checkpoint in '" + directory + "' (expected " + path + "); check --resume");
@@ -88,12 +94,29 @@ LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
     // The model's tensors by name; the optimizer state ("optimizer.*") and QLoRA's NF4 storage
     // are read separately.
     ModelWeights weights;
-    for (const auto& t : tensors)
-        if (t.name.rfind("optimizer.", 0) != 0 && t.name.rfind(kNf4StoragePrefix, 0) != 0) weights.tensors.push_back(t);
+    std::vector<NamedTensor> optimizer_state;
+    for (const auto& t : tensors) {
+        if (t.name.rfind(kOptimizerStatePrefix, 0) == 0) optimizer_state.push_back(t);
+        else if (t.name.rfind(kNf4StoragePrefix, 0) != 0) weights.tensors.push_back(t);
+    }
     try {
         check_weights_shape(weights, model);
     } catch (const Error& e) {
         throw Error("checkpoint '" + path + "' does not match the model (" + e.what() + ")");
+    }
+    if (stage) {
+        // The stage's tensors by name; each optimizer buffer cut from the whole model's store order
+        // to the stage's (a size that is not the model's is left for the engine to refuse).
+        weights = stage_weights(weights, *stage);
+        const int64_t whole_n = make_param_layout(model).trainable_end;
+        const int64_t stage_n = make_param_layout(*stage).trainable_end;
+        for (NamedTensor& t : optimizer_state) {
+            if (static_cast<int64_t>(t.data.size()) != whole_n) continue;
+            std::vector<float> part(static_cast<size_t>(stage_n));
+            whole_to_stage_store(model, t.data.data(), *stage, part.data());
+            t.shape = {stage_n};
+            t.data = std::move(part);
+        }
     }
     engine.set_weights(weights);
     try {
@@ -101,7 +124,7 @@ LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
     } catch (const Error& e) {
         throw Error("checkpoint '" + path + "': " + e.what());
     }
-    engine.set_optimizer_state(tensors);
+    engine.set_optimizer_state(optimizer_state);
     LoopState state;
     auto integer = [&](const char* key) { return std::stoll(field(metadata, key, path)); };
     auto real = [&](const char* key) { return std::stod(field(metadata, key, path)); };

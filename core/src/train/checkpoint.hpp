@@ -5,6 +5,7 @@
 // and renamed, so a crash mid-write leaves the previous checkpoint intact.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/compute_engine.hpp"
 
@@ -29,11 +30,17 @@ std::string checkpoint_path(const std::string& directory);
 // Creates `directory` if needed and writes and removes a probe file in it, so that a folder
 // checkpoints cannot be written to is refused before training (Error keyed checkpoint_dir).
 void check_checkpoint_folder(const std::string& directory);
-void write_checkpoint(const std::string& directory, const ComputeEngine& engine, const LoopState& state,
+// What a checkpoint holds of one engine's model: its weights, its optimizer state (gathered
+// from the ZeRO shards: every process of the engine's ZeRO group calls this together) and
+// QLoRA's NF4 storage. A pipeline's stages gather theirs into the same tensors for the whole
+// model (PipelineRunner::gather_checkpoint_tensors).
+std::vector<NamedTensor> checkpoint_tensors(const ComputeEngine& engine);
+void write_checkpoint(const std::string& directory, std::vector<NamedTensor> tensors, const LoopState& state,
                       const std::string& config_json);
-// Loads weights and optimizer state into `engine` and returns the loop state. Throws Error
-// for a missing, truncated or incompatible checkpoint.
-LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine,
-                          const ModelDesc& model);
+// Loads the checkpoint of `model` into `engine` and returns the loop state. A pipeline's process
+// passes its stage: the engine gets that stage's part of the model. Throws Error for a missing,
+// truncated or incompatible checkpoint.
+LoopState read_checkpoint(const std::string& directory, ComputeEngine& engine, const ModelDesc& model,
+                          const ModelDesc* stage = nullptr);
 
 }  // namespace trainbench

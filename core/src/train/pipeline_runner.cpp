@@ -4,7 +4,9 @@
 #include <chrono>
 #include <map>
 
+#include "model/param_layout.hpp"
 #include "optim/gradient_norm.hpp"
+#include "precision/nf4.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -15,6 +17,7 @@ namespace {
 constexpr int kActivationTag = 1;
 constexpr int kGradientTag = 2;
 constexpr int kWeightsTag = 3;
+constexpr int kCheckpointTag = 4;
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
@@ -185,6 +188,51 @@ ModelWeights PipelineRunner::gather_weights() {
     for (const ParamDesc& p : whole_.params)
         if (!p.alias.empty()) whole.tensors.push_back({p.alias, p.shape, values.at(p.name)});
     return whole;
+}
+
+std::vector<NamedTensor> PipelineRunner::gather_checkpoint_tensors() {
+    ModelWeights weights = gather_weights();
+    std::vector<NamedTensor> state = engine_.optimizer_state();
+    std::vector<NamedTensor> nf4 = engine_.quantized_weights();
+    // A tensor two stages hold is taken from the first (their updates are the same).
+    const ModelDesc first = stage_model(whole_, split_, 0);
+    auto on_first = [&](const std::string& name) { return first.find_param(name) >= 0; };
+    if (stage_ > 0) {
+        for (const NamedTensor& t : state) {
+            group_.send(t.data.data(), static_cast<int64_t>(t.data.size()), 0, kCheckpointTag);
+            group_.wait_send(t.data.data());
+        }
+        for (const NamedTensor& t : nf4)
+            if (!on_first(t.name.substr(kNf4StoragePrefix.size()))) {
+                group_.send(t.data.data(), static_cast<int64_t>(t.data.size()), 0, kCheckpointTag);
+                group_.wait_send(t.data.data());
+            }
+        return {};
+    }
+    const int64_t whole_n = make_param_layout(whole_).trainable_end;
+    std::vector<NamedTensor> tensors = std::move(weights.tensors);
+    const size_t first_state = tensors.size();
+    for (const NamedTensor& t : state) {
+        tensors.push_back({t.name, {whole_n}, std::vector<float>(static_cast<size_t>(whole_n))});
+        stage_to_whole_store(model_, t.data.data(), whole_, tensors.back().data.data());
+    }
+    for (NamedTensor& t : nf4) tensors.push_back(std::move(t));
+    std::vector<float> part;
+    for (int s = 1; s < stages(); ++s) {
+        const ModelDesc stage = stage_model(whole_, split_, s);
+        part.resize(static_cast<size_t>(make_param_layout(stage).trainable_end));
+        for (size_t slot = 0; slot < state.size(); ++slot) {
+            group_.receive(part.data(), static_cast<int64_t>(part.size()), s, kCheckpointTag);
+            stage_to_whole_store(stage, part.data(), whole_, tensors[first_state + slot].data.data());
+        }
+        for (const ParamDesc& p : stage.params)
+            if (p.nf4 && !on_first(p.name)) {
+                const int64_t bytes = nf4_sizes(p.numel()).total_bytes();
+                tensors.push_back({kNf4StoragePrefix + p.name, {bytes}, std::vector<float>(static_cast<size_t>(bytes))});
+                group_.receive(tensors.back().data.data(), bytes, s, kCheckpointTag);
+            }
+    }
+    return tensors;
 }
 
 }  // namespace trainbench

@@ -50,6 +50,11 @@ public:
     // The whole model's weights, in its state_dict order, on process 0 (every process calls it;
     // the others get none).
     ModelWeights gather_weights();
+    // What a checkpoint holds (checkpoint_tensors) for the whole model, on process 0: the weights,
+    // each optimizer buffer in the whole model's store order, QLoRA's NF4 storage. So a pipeline's
+    // checkpoint is the file one process would write. Every process calls it (with ZeRO, a stage's
+    // copies gather their shards together); the others get none.
+    std::vector<NamedTensor> gather_checkpoint_tensors();
 
     // The last update, measured on this stage.
     const PipelineStageMetrics& times() const { return times_; }

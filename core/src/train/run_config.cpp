@@ -478,9 +478,6 @@ void validate(const RunConfig& c) {
         if (c.zero > 1 && c.model == ModelFamily::gpt)
             reject("pipeline_stages", "ZeRO-2 inside a GPT's pipeline is not built yet (its reduced gradients would have "
                                       "to meet the tied embedding's other half on the last stage): use --zero 1 or 0");
-        if (c.checkpoint_every > 0 || !c.resume_dir.empty())
-            reject("pipeline_stages", "a pipeline's runs are not checkpointed or resumed yet: leave out "
-                                      "--checkpoint-every and --resume");
     }
 
     if (c.processes > 1) {

@@ -159,7 +159,7 @@ private:
             result_.plan.peak_source += ", times " + std::to_string(config_.processes) + " processes";
 
         if (!config_.resume_dir.empty()) {
-            state_ = read_checkpoint(config_.resume_dir, *engine_, spec_.model);
+            state_ = read_checkpoint(config_.resume_dir, *engine_, whole, pipeline_ ? &spec_.model : nullptr);
             if (state_.seed != config_.seed)
                 throw Error("checkpoint in '" + config_.resume_dir + "' was made with --seed " + std::to_string(state_.seed) +
                             ", not " + std::to_string(config_.seed) + ": resume with the same seed");
@@ -391,14 +391,17 @@ private:
                 evaluation(micro.epoch, false);
             }
             if (config_.checkpoint_every > 0 && update % config_.checkpoint_every == 0) {
-                // Process 0 writes; with ZeRO the others hand it their optimizer-state slices.
+                // Process 0 writes; with ZeRO the others hand it their optimizer-state slices, and
+                // a pipeline's stages their parts of the model.
+                std::vector<NamedTensor> tensors;
+                if (pipeline_) tensors = pipeline_->gather_checkpoint_tensors();
+                else if (group_.rank() == 0) tensors = checkpoint_tensors(*engine_);
+                else if (config_.zero > 0) engine_->optimizer_state();
                 if (group_.rank() == 0) {
                     state_.wall_seconds = m.wall_seconds;
-                    write_checkpoint(config_.checkpoint_dir, *engine_, state_, config_json_);
+                    write_checkpoint(config_.checkpoint_dir, std::move(tensors), state_, config_json_);
                     note("checkpoint written at update " + std::to_string(update) + " to " +
                          checkpoint_path(config_.checkpoint_dir));
-                } else if (config_.zero > 0) {
-                    engine_->optimizer_state();
                 }
             }
             if (config_.empty_cache_steps > 0 && update % config_.empty_cache_steps == 0) engine_->release_cache();
