@@ -5,7 +5,8 @@
 // checkpointing, and data parallelism inside (2 and 3 copies of the pipeline, ZeRO-1 within a
 // stage's copies; ZeRO-2 on the MLP, whose copies' empty shares still join its reduce-scatters);
 // in bf16 within 5% of bf16's own distance from fp32. A pipeline's checkpoint resumes in the
-// same pipeline bit for bit, and in one process (or one process's in a pipeline) within rounding. Process 0 reports every
+// same pipeline bit for bit, and in one process (or one process's in a pipeline) within rounding.
+// A GPT's text samples, drawn through the stages, are one process's. Process 0 reports every
 // stage: its passes, waits and idle share beside GPipe's (P-1)/(m+P-1), and each process's
 // memory peak, equal to its plan. 1F1B holds fewer micro-batches' activations than GPipe on the
 // first stage. `plan` gives each stage's bytes, which each process's peak equals. Wrong
@@ -202,6 +203,34 @@ private slots:
                   qPrintable(resumed), difference);
             QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
         }
+    }
+
+    // A GPT's text samples come through the stages: the window forward, the last stage's logits
+    // back to process 0, which draws. The text is one process's: the weights differ by rounding
+    // alone, so a character could change only where a draw falls within ~1e-8 of a boundary.
+    void textSamplesMatchOneProcess_data() {
+        QTest::addColumn<QStringList>("pipeline");
+        QTest::newRow("P2") << QStringList{"--pipeline-stages", "2", "--processes", "2"};
+        QTest::newRow("P3 x D2, gpipe") << QStringList{"--pipeline-stages", "3", "--processes", "6", "--pipeline-schedule", "gpipe"};
+    }
+    void textSamplesMatchOneProcess() {
+        QFETCH(QStringList, pipeline);
+        QStringList flags = gpt_flags(3, 100);
+        flags.replace(flags.indexOf("--epochs") + 1, "2");
+        flags << "--sample-chars" << "60";
+        const CliRun one = run_cli(flags, 180000);
+        QVERIFY2(one.exit_code == 0, CLI_DIAGNOSTICS(one));
+        const CliRun piped = run_cli(flags + pipeline, 180000);
+        QVERIFY2(piped.exit_code == 0, CLI_DIAGNOSTICS(piped));
+        auto samples = [](const QString& out) {
+            QStringList found;
+            const QRegularExpression sample("sample after update (\\d+):\\n((?:  .*\\n)+)");
+            for (auto it = sample.globalMatch(out); it.hasNext();) found << it.next().captured(0);
+            return found;
+        };
+        const QStringList expected = samples(one.out);
+        QCOMPARE(expected.size(), 2);  // one per epoch
+        QCOMPARE(samples(piped.out), expected);
     }
 
     // Eight micro-batches on 2 stages: GPipe holds all eight on the first stage, 1F1B two.

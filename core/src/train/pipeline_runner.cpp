@@ -18,6 +18,7 @@ constexpr int kActivationTag = 1;
 constexpr int kGradientTag = 2;
 constexpr int kWeightsTag = 3;
 constexpr int kCheckpointTag = 4;
+constexpr int kLogitsTag = 5;
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
@@ -156,6 +157,27 @@ EvalTotals PipelineRunner::evaluate(const MicroBatch& chunk) {
     group_.send(engine_.stage_output(), batch.count * output_per_sample_, stage_ + 1, kActivationTag);
     group_.wait_send(engine_.stage_output());
     return {};
+}
+
+bool PipelineRunner::logits_row(const MicroBatch& window, int64_t row, float* out) {
+    MicroBatch batch = window;
+    if (stage_ > 0) {
+        group_.receive(engine_.stage_input(), batch.count * model_.input_per_sample, stage_ - 1, kActivationTag);
+        batch.x = engine_.stage_input();
+    }
+    if (last()) {
+        engine_.logits_row(batch, row, out);
+        group_.send(out, whole_.classes, 0, kLogitsTag);
+        group_.wait_send(out);
+        return false;
+    }
+    group_.wait_send(engine_.stage_output());
+    engine_.stage_forward(batch, -1);
+    group_.send(engine_.stage_output(), batch.count * output_per_sample_, stage_ + 1, kActivationTag);
+    group_.wait_send(engine_.stage_output());
+    if (stage_ > 0) return false;
+    group_.receive(out, whole_.classes, stages() - 1, kLogitsTag);
+    return true;
 }
 
 ModelWeights PipelineRunner::gather_weights() {

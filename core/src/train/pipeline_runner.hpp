@@ -2,8 +2,9 @@
 // This process's part of a pipeline (--pipeline-stages P, model/pipeline_stages.hpp): its
 // stage's engine driven through an update in the schedule's order (parallel/pipeline_schedule.hpp),
 // its messages to and from the neighbouring stages over MPI, and what the stages do together
-// once per update: sum the tied embedding's two parts, add up the gradient norm, evaluate, and
-// gather the whole model's weights on process 0. Process s runs stage s.
+// once per update: sum the tied embedding's two parts, add up the gradient norm, evaluate, draw
+// text samples, and gather the whole model's weights and checkpoints on process 0. Process s
+// runs stage s.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "model/pipeline_stages.hpp"
 #include "parallel/pipeline_schedule.hpp"
 #include "parallel/process_group.hpp"
+#include "train/text_sampler.hpp"
 #include "trainbench/metrics.hpp"
 
 namespace trainbench {
@@ -25,7 +27,7 @@ public:
     virtual const MicroBatch& next() = 0;
 };
 
-class PipelineRunner {
+class PipelineRunner final : public TokenLogits {
 public:
     // `engine` runs stage group.rank() of `whole` cut into group.size() stages.
     PipelineRunner(ComputeEngine& engine, ProcessGroup& group, const ModelDesc& whole, PipelineSchedule schedule,
@@ -47,6 +49,9 @@ public:
     double grad_norm_squared_part();
     // One evaluation chunk through the stages: the totals on the last stage, zeros elsewhere.
     EvalTotals evaluate(const MicroBatch& batch);
+    // A text sample's next-token logits: the window through the stages, the last stage's logits
+    // row sent back to the first, which draws (the others return false).
+    bool logits_row(const MicroBatch& window, int64_t row, float* out) override;
     // The whole model's weights, in its state_dict order, on process 0 (every process calls it;
     // the others get none).
     ModelWeights gather_weights();

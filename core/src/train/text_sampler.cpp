@@ -27,7 +27,7 @@ TextSampler::TextSampler(const Dataset& data, int64_t characters, double tempera
     text_.reserve(static_cast<size_t>(characters) + 1);
 }
 
-int64_t TextSampler::next_token(ComputeEngine& engine, int64_t length, data::PortableRandom& random) {
+int64_t TextSampler::next_token(TokenLogits& source, int64_t length, data::PortableRandom& random) {
     const int64_t T = data_.features;
     const int64_t context = std::min(length, T);
     std::copy(tokens_.begin() + (length - context), tokens_.begin() + length, window_.begin());
@@ -36,7 +36,7 @@ int64_t TextSampler::next_token(ComputeEngine& engine, int64_t length, data::Por
     batch.tokens = window_.data();
     batch.labels = targets_.data();
     batch.count = 1;
-    engine.logits_row(batch, context - 1, logits_.data());
+    if (!source.logits_row(batch, context - 1, logits_.data())) return 0;
 
     // softmax(logits / temperature), shifted by the maximum for range; then one draw.
     const float largest = *std::max_element(logits_.begin(), logits_.end());
@@ -53,12 +53,28 @@ int64_t TextSampler::next_token(ComputeEngine& engine, int64_t length, data::Por
     return static_cast<int64_t>(weights_.size()) - 1;  // rounding left the draw at the very end
 }
 
+namespace {
+struct EngineLogits final : TokenLogits {
+    explicit EngineLogits(ComputeEngine& engine) : engine(engine) {}
+    bool logits_row(const MicroBatch& window, int64_t row, float* out) override {
+        engine.logits_row(window, row, out);
+        return true;
+    }
+    ComputeEngine& engine;
+};
+}  // namespace
+
 const std::string& TextSampler::generate(ComputeEngine& engine, uint64_t seed) {
+    EngineLogits source(engine);
+    return generate(source, seed);
+}
+
+const std::string& TextSampler::generate(TokenLogits& source, uint64_t seed) {
     data::PortableRandom random(seed);
     tokens_.clear();
     tokens_.push_back(prompt_token_);
     for (int64_t i = 0; i < characters_; ++i)
-        tokens_.push_back(static_cast<int32_t>(next_token(engine, static_cast<int64_t>(tokens_.size()), random)));
+        tokens_.push_back(static_cast<int32_t>(next_token(source, static_cast<int64_t>(tokens_.size()), random)));
     text_.clear();
     for (const int32_t token : tokens_) text_.push_back(static_cast<char>(data_.vocabulary[static_cast<size_t>(token)]));
     return text_;

@@ -16,6 +16,17 @@
 
 namespace trainbench {
 
+// Where the sampler reads the next token's logits: an engine, or a pipeline's stages together
+// (PipelineRunner).
+class TokenLogits {
+public:
+    virtual ~TokenLogits() = default;
+    // The logits at position `row` of a batch of one window, into `out`. Returns false on a
+    // process that only helps compute them (a pipeline's later stages): it has nothing to draw
+    // from, and its text means nothing.
+    virtual bool logits_row(const MicroBatch& window, int64_t row, float* out) = 0;
+};
+
 class TextSampler {
 public:
     // All buffers are sized here: generating allocates nothing.
@@ -24,9 +35,11 @@ public:
     // Generates `characters` tokens after the prompt with the engine's current weights and
     // returns prompt + generated text (valid until the next call).
     const std::string& generate(ComputeEngine& engine, uint64_t seed);
+    // The same from any source; every process of a pipeline calls it together.
+    const std::string& generate(TokenLogits& source, uint64_t seed);
 
 private:
-    int64_t next_token(ComputeEngine& engine, int64_t length, data::PortableRandom& random);
+    int64_t next_token(TokenLogits& source, int64_t length, data::PortableRandom& random);
 
     const Dataset& data_;
     int64_t characters_;

@@ -90,8 +90,6 @@ public:
         if (observer_.on_start) observer_.on_start(result_.plan);
         if (!data_->note.empty()) note(data_->note);
         if (!result_.plan.auto_fit_note.empty()) note(result_.plan.auto_fit_note);
-        if (pipeline_sample_note_)
-            note("no text samples: a pipeline's stages do not generate text yet (--sample-chars is ignored)");
         if (!config_.resume_dir.empty())
             note("resumed from the checkpoint of update " + std::to_string(state_.update) + " (" +
                  checkpoint_path(config_.resume_dir) + ")");
@@ -200,10 +198,8 @@ private:
         }
         val_targets_.resize(static_cast<size_t>(result_.plan.micro_batch));
         val_indices_.resize(static_cast<size_t>(result_.plan.micro_batch));
-        if (config_.sample_chars > 0 && data_->task == Task::language_model) {
-            if (pipeline_) pipeline_sample_note_ = true;
-            else sampler_.emplace(*data_, config_.sample_chars, config_.sample_temperature);
-        }
+        if (config_.sample_chars > 0 && data_->task == Task::language_model)
+            sampler_.emplace(*data_, config_.sample_chars, config_.sample_temperature);
         start_time_ = std::chrono::steady_clock::now();
     }
 
@@ -519,7 +515,11 @@ private:
         result_.last_epoch = validate_now(epoch);
         result_.last_epoch.epoch_ended = epoch_ended;
         if (observer_.on_epoch_end) observer_.on_epoch_end(result_.last_epoch);
-        if (sampler_ && group_.rank() == 0) {
+        // Process 0 draws the text; in a pipeline its copy's stages compute the logits with it.
+        if (sampler_ && pipeline_ && group_.rank() < pipeline_->stages()) {
+            const std::string& text = sampler_->generate(*pipeline_, config_.sample_seed);
+            if (group_.rank() == 0 && observer_.on_sample) observer_.on_sample(state_.update, text);
+        } else if (sampler_ && group_.rank() == 0) {
             const std::string& text = sampler_->generate(*engine_, config_.sample_seed);
             if (observer_.on_sample) observer_.on_sample(state_.update, text);
         }
@@ -557,7 +557,6 @@ private:
     std::unique_ptr<PipelineRunner> pipeline_;
     std::vector<double> stage_report_, stage_memory_, stage_passes_;  // every stage's, summed over the pipeline
     static constexpr size_t kPassNumbers = 4;  // a pass in stage_passes_
-    bool pipeline_sample_note_ = false;
     std::chrono::steady_clock::time_point start_time_;
     double resume_offset_ = 0.0;
     double loop_comm_ms_ = 0.0;  // this update's collectives in the loop (stop agreement, loss sum)
