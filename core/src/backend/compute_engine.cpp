@@ -10,8 +10,12 @@ void ComputeEngine::sum_gradients(ProcessGroup&) {
 
 ModelWeights ComputeEngine::gradients() const { throw Error("this engine does not read its gradients back"); }
 
-std::span<float> ComputeEngine::gradient_of(const std::string& name) {
-    throw Error("internal: this engine does not give out the gradient of '" + name + "' where it is stored");
+void ComputeEngine::sum_gradient_of(const std::string& name, ProcessGroup&) {
+    throw Error("internal: this engine runs no pipeline stage, so it does not sum the gradient of '" + name + "'");
+}
+
+double ComputeEngine::gradient_norm_squared_of(const std::string& name) {
+    throw Error("internal: this engine runs no pipeline stage, so it has no norm of the gradient of '" + name + "'");
 }
 
 void ComputeEngine::logits_row(const MicroBatch&, int64_t, float*) {

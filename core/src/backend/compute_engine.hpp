@@ -83,10 +83,14 @@ public:
     // The accumulated gradients under the parameters' names (as weights() names them), for
     // checks against a reference. Engines that cannot read them back say so (Error).
     virtual ModelWeights gradients() const;
-    // The accumulated gradient of trainable parameter `name` where it is stored, for a
-    // pipeline's stages to sum a shared tensor's parts in place. Engines that keep it elsewhere
-    // (ZeRO-2's shards, a GPU) say so (Error).
-    virtual std::span<float> gradient_of(const std::string& name);
+    // A pipeline's tensor that two stages hold (the tied embedding): replaces its accumulated
+    // gradient by the sum over `holders`, the processes that hold it. Under ZeRO-2 each process
+    // holds only the part of it in its shard and adds that part alone, so `holders` must be every
+    // copy of both stages. Engines without pipeline stages say so (Error).
+    virtual void sum_gradient_of(const std::string& name, ProcessGroup& holders);
+    // The squared norm of that tensor's gradient, as grad_norm_squared counts it (summed over the
+    // ZeRO-2 shards).
+    virtual double gradient_norm_squared_of(const std::string& name);
 
     virtual void zero_grad() = 0;
     // Adds d(loss_scale * sum_i loss_i / normaliser)/dθ to the gradients, where normaliser is

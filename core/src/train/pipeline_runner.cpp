@@ -5,7 +5,6 @@
 #include <map>
 
 #include "model/param_layout.hpp"
-#include "optim/gradient_norm.hpp"
 #include "precision/nf4.hpp"
 #include "trainbench/error.hpp"
 
@@ -25,8 +24,8 @@ double ms_since(Clock::time_point start) { return std::chrono::duration<double, 
 
 }  // namespace
 
-PipelineRunner::PipelineRunner(ComputeEngine& engine, ProcessGroup& group, const ModelDesc& whole,
-                               PipelineSchedule schedule, int64_t step_size)
+PipelineRunner::PipelineRunner(ComputeEngine& engine, ProcessGroup& world, ProcessGroup& group, const ModelDesc& whole,
+                               PipelineSchedule schedule, int64_t step_size, bool gradients_sharded)
     : engine_(engine),
       group_(group),
       whole_(whole),
@@ -45,7 +44,7 @@ PipelineRunner::PipelineRunner(ComputeEngine& engine, ProcessGroup& group, const
         for (const ParamDesc& p : stage_model(whole, split_, s).params) ++holders[p.name];
     for (size_t p = 0; p < model_.params.size(); ++p)
         if (holders[model_.params[p].name] > 1 && model_.params[p].trainable) shared_params_.push_back(static_cast<int>(p));
-    shared_group_ = group.split(shared_params_.empty() ? -1 : 0);
+    shared_group_ = (gradients_sharded ? world : group).split(shared_params_.empty() ? -1 : 0);
 }
 
 PipelineRunner::~PipelineRunner() = default;
@@ -129,19 +128,13 @@ double PipelineRunner::run_update(int64_t micro_batches, const MicroBatch& first
 
 void PipelineRunner::sum_shared_gradients() {
     if (!shared_group_) return;
-    for (int p : shared_params_) {
-        const std::span<float> gradient = engine_.gradient_of(model_.params[static_cast<size_t>(p)].name);
-        shared_group_->sum(gradient.data(), static_cast<int64_t>(gradient.size()));
-    }
+    for (int p : shared_params_) engine_.sum_gradient_of(model_.params[static_cast<size_t>(p)].name, *shared_group_);
 }
 
 double PipelineRunner::grad_norm_squared_part() {
     double norm = engine_.grad_norm_squared();
     if (stage_ > 0)
-        for (int p : shared_params_) {
-            const std::span<float> gradient = engine_.gradient_of(model_.params[static_cast<size_t>(p)].name);
-            norm -= gradient_norm_squared(gradient.data(), static_cast<int64_t>(gradient.size()));
-        }
+        for (int p : shared_params_) norm -= engine_.gradient_norm_squared_of(model_.params[static_cast<size_t>(p)].name);
     return norm;
 }
 

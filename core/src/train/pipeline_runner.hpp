@@ -29,9 +29,11 @@ public:
 
 class PipelineRunner final : public TokenLogits {
 public:
-    // `engine` runs stage group.rank() of `whole` cut into group.size() stages.
-    PipelineRunner(ComputeEngine& engine, ProcessGroup& group, const ModelDesc& whole, PipelineSchedule schedule,
-                   int64_t step_size);
+    // `engine` runs stage group.rank() of `whole` cut into group.size() stages; `world` holds
+    // every copy of the pipeline. `gradients_sharded`: ZeRO-2 (each copy of a stage holds a part
+    // of its gradients).
+    PipelineRunner(ComputeEngine& engine, ProcessGroup& world, ProcessGroup& group, const ModelDesc& whole,
+                   PipelineSchedule schedule, int64_t step_size, bool gradients_sharded);
     ~PipelineRunner();
     int stage() const { return stage_; }
     int stages() const { return split_.stages(); }
@@ -77,7 +79,9 @@ private:
     std::vector<PipelineAction> actions_;
     std::vector<int64_t> counts_;  // per micro-batch of the update, its samples
     std::vector<int> shared_params_;  // this stage's parameters another stage holds too
-    std::unique_ptr<ProcessGroup> shared_group_;  // the stages that hold them
+    // The processes that hold them: this copy's first and last stage, or under ZeRO-2 (where
+    // each holds a part) those stages of every copy.
+    std::unique_ptr<ProcessGroup> shared_group_;
     PipelineStageMetrics times_;
 };
 

@@ -475,9 +475,6 @@ void validate(const RunConfig& c) {
                                           " stages runs in a process of its own: --processes " +
                                           std::to_string(c.processes) + " must be a multiple of it (e.g. --processes " +
                                           std::to_string(c.pipeline_stages) + ")");
-        if (c.zero > 1 && c.model == ModelFamily::gpt)
-            reject("pipeline_stages", "ZeRO-2 inside a GPT's pipeline is not built yet (its reduced gradients would have "
-                                      "to meet the tied embedding's other half on the last stage): use --zero 1 or 0");
     }
 
     if (c.processes > 1) {

@@ -193,12 +193,41 @@ public:
 
     void zero_grad() override { grads_stale_ = true; }
 
-    std::span<float> gradient_of(const std::string& name) override {
-        const int p = plan_.model.find_param(name);
-        if (p < 0 || !trainable(p) || plan_.reduces_in_backward()) return ComputeEngine::gradient_of(name);
+    void sum_gradient_of(const std::string& name, ProcessGroup& holders) override {
+        const ShardRange range = trainable_range(name);
         materialise_zero_grad();
-        const ShardRange range = plan_.param_range(p);
-        return {grads_ + range.begin, static_cast<size_t>(range.size())};
+        if (!plan_.reduces_in_backward()) {
+            holders.sum(grads_ + range.begin, range.size());
+            return;
+        }
+        // ZeRO-2: through the bucket block (free between backward passes), a block's length at a
+        // time: each process adds the part of it in its shard, zeros elsewhere; the copies' shards
+        // tile the tensor once per stage, so the sum is both stages' whole; each keeps its part.
+        const ShardRange shard = plan_.optimizer_shard;
+        bucket_block_ = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
+        for (int64_t begin = range.begin; begin < range.end; begin += plan_.bucket_floats) {
+            const ShardRange chunk{begin, std::min(range.end, begin + plan_.bucket_floats)};
+            const ShardRange part = overlap(chunk, shard);
+            std::fill(bucket_block_, bucket_block_ + chunk.size(), 0.0f);
+            if (part.size() > 0)
+                std::copy_n(grads_ + (part.begin - shard.begin), part.size(), bucket_block_ + (part.begin - chunk.begin));
+            holders.sum(bucket_block_, chunk.size());
+            if (part.size() > 0)
+                std::copy_n(bucket_block_ + (part.begin - chunk.begin), part.size(), grads_ + (part.begin - shard.begin));
+        }
+        arena_.release(bucket_block_);
+        bucket_block_ = nullptr;
+    }
+
+    double gradient_norm_squared_of(const std::string& name) override {
+        const ShardRange range = trainable_range(name);
+        materialise_zero_grad();
+        if (!plan_.reduces_in_backward()) return gradient_norm_squared(grads_ + range.begin, range.size());
+        const ShardRange part = overlap(range, plan_.optimizer_shard);
+        double norm_squared =
+            part.size() > 0 ? gradient_norm_squared(grads_ + (part.begin - plan_.optimizer_shard.begin), part.size()) : 0.0;
+        zero_group().sum(&norm_squared, 1);
+        return norm_squared;
     }
 
     double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
@@ -498,6 +527,12 @@ private:
         return offset < 0 ? nullptr : grad_block_ + offset;
     }
     bool trainable(int p) const { return plan_.model.params[static_cast<size_t>(p)].trainable; }
+    // Trainable parameter `name`'s place in the flat store.
+    ShardRange trainable_range(const std::string& name) const {
+        const int p = plan_.model.find_param(name);
+        if (p < 0 || !trainable(p)) throw Error("internal: '" + name + "' is not a trainable tensor of this engine's model");
+        return plan_.param_range(p);
+    }
     // The processes ZeRO shards over: all of them, or a pipeline stage's data-parallel copies.
     ProcessGroup& zero_group() const { return spec_.zero_group ? *spec_.zero_group : process_group(); }
     // Where an op's parameter k goes when widened: the op's parameters one after another.
