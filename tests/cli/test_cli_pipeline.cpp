@@ -2,16 +2,16 @@
 // process's with the same global batch up to float rounding (weights within 1e-6 of each
 // tensor's scale plus 1e-6 absolute, difference_in_tolerances), for the GPT and the MLP, 2 and 3
 // stages, GPipe and 1F1B, step_size 1, 3 and 8, an epoch whose last batch is partial,
-// checkpointing, and data parallelism inside (2 and 3 copies of the pipeline, ZeRO-1 within a
-// stage's copies; ZeRO-2 on the GPT, whose tied embedding's shards are summed over both stages'
-// copies, and on the MLP, whose copies' empty shares still join its reduce-scatters);
-// in bf16 within 5% of bf16's own distance from fp32. A pipeline's checkpoint resumes in the
-// same pipeline bit for bit, and in one process (or one process's in a pipeline) within rounding.
-// A GPT's text samples, drawn through the stages, are one process's. Process 0 reports every
-// stage: its passes, waits and idle share beside GPipe's (P-1)/(m+P-1), and each process's
-// memory peak, equal to its plan. 1F1B holds fewer micro-batches' activations than GPipe on the
-// first stage. `plan` gives each stage's bytes, which each process's peak equals. Wrong
-// settings get one line before any process starts.
+// checkpointing, LoRA, and data parallelism inside (2 and 3 copies of the pipeline, ZeRO-1
+// within a stage's copies; ZeRO-2 on the GPT, whose tied embedding's shards are summed over both
+// stages' copies, and on the MLP, whose copies' empty shares still join its reduce-scatters);
+// in bf16 and fp16 within 5% of that precision's own distance from fp32. A pipeline's checkpoint
+// resumes in the same pipeline bit for bit, and in one process (or one process's in a pipeline)
+// within rounding. A GPT's text samples, drawn through the stages, are one process's. Process 0
+// reports every stage: its passes, waits and idle share beside GPipe's (P-1)/(m+P-1), and each
+// process's memory peak, equal to its plan. 1F1B holds fewer micro-batches' activations than
+// GPipe on the first stage. `plan` gives each stage's bytes, which each process's peak equals.
+// Wrong settings get one line before any process starts.
 //
 // Skips, saying why, in a build without MPI.
 #include <QFile>
@@ -83,6 +83,9 @@ private slots:
         QTest::newRow("gpt P2 1f1b step 3 checkpointing") << "gpt" << 2 << "1f1b" << 3 << 12
                                                           << QStringList{"--gradient-checkpointing"};
         QTest::newRow("gpt P2 gpipe step 3 bf16") << "gpt" << 2 << "gpipe" << 3 << 12 << QStringList{"--precision", "bf16"};
+        // fp16: the loss scaler reads the overflow flag of all stages (their norm parts summed).
+        QTest::newRow("gpt P2 1f1b step 3 fp16") << "gpt" << 2 << "1f1b" << 3 << 12 << QStringList{"--precision", "fp16"};
+        QTest::newRow("gpt P3 1f1b step 3 LoRA") << "gpt" << 3 << "1f1b" << 3 << 12 << QStringList{"--lora-rank", "4"};
         QTest::newRow("mlp P2 1f1b step 3, partial batches") << "mlp" << 2 << "1f1b" << 3 << 12 << QStringList{};
         QTest::newRow("mlp P3 gpipe step 3, partial batches") << "mlp" << 3 << "gpipe" << 3 << 12 << QStringList{};
         QTest::newRow("mlp P3 1f1b step 1") << "mlp" << 3 << "1f1b" << 1 << 12 << QStringList{};
@@ -133,16 +136,16 @@ private slots:
         const double difference = difference_in_tolerances(weights(name + "-one"), weights(name + "-piped"));
         qInfo("%s: weights after %d updates differ from one process's by %.3g of the tolerance", qPrintable(name), steps,
               difference);
-        if (extra.contains("bf16")) {
-            // Rounding to 8 significant bits turns a last-bit difference (the tied embedding's
-            // parts added in another order) into one of a bf16 step: within 5% of what bf16
-            // itself moves the weights from fp32's.
+        if (extra.contains("--precision")) {
+            // Rounding to 8 (fp16: 11) significant bits turns a last-bit difference (the tied
+            // embedding's parts added in another order) into one of a 16-bit step: within 5% of
+            // what that precision itself moves the weights from fp32's.
             QStringList fp32 = flags;
             fp32.replace(fp32.indexOf("--precision") + 1, "fp32");
             const CliRun reference = train(fp32, name + "-fp32");
             QVERIFY2(reference.exit_code == 0, CLI_DIAGNOSTICS(reference));
             const double precision = difference_in_tolerances(weights(name + "-fp32"), weights(name + "-one"));
-            qInfo("bf16 against fp32 on one process: %.3g of the tolerance", precision);
+            qInfo("%s against fp32 on one process: %.3g of the tolerance", qPrintable(extra.last()), precision);
             QVERIFY2(difference <= 0.05 * precision, qPrintable(QString("%1 against %2").arg(difference).arg(precision)));
         } else {
             QVERIFY2(difference <= 1.0, qPrintable(QString::number(difference)));
