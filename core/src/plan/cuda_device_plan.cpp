@@ -43,11 +43,12 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
                                   .fused = spec.fused});
     const GraphPlan& g = plan.graph;
     const ModelDesc& m = g.model;
-    // The planner's persistent buffers end with the packed weights, and a 16-bit run's
-    // per-micro-batch ones with the weight staging (see the file comment).
-    for (size_t i = 0; i + 1 < g.first_step_buffer; ++i) plan.persistent.push_back(g.buffers[i]);
-    const size_t step_end = g.buffers.size() - (g.sixteen_bit() ? 1 : 0);
-    for (size_t i = g.first_step_buffer; i < step_end; ++i) plan.per_micro_batch.push_back(g.buffers[i]);
+    // The planner's buffers but the CPU products' (see the file comment).
+    for (size_t i = 0; i < g.buffers.size(); ++i) {
+        const PlannedBuffer& b = g.buffers[i];
+        if (b.role == BufferRole::packed_weights || b.role == BufferRole::weight_staging) continue;
+        (i < g.first_step_buffer ? plan.persistent : plan.per_micro_batch).push_back(b);
+    }
 
     int64_t needed_scratch = 0;
     for (const OpDesc& op : m.ops) {
@@ -71,7 +72,7 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
         throw std::logic_error("CUDA engine: the planner's scratch is smaller than its kernels need");
     // The fused attention's backward works one head at a time in a scratch of its own.
     if (plan.attention_scratch_floats > 0)
-        plan.per_micro_batch.push_back({MemoryCategory::workspace, plan.attention_scratch_floats * 4});
+        plan.per_micro_batch.push_back({MemoryCategory::workspace, plan.attention_scratch_floats * 4, BufferRole::attention_scratch});
 
     const int64_t loss_terms = g.micro_batch * m.loss_terms_per_sample;
     int64_t work = 0;
@@ -96,10 +97,10 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
         plan.preload_features_offset = take(preload, train.pixels_u8.empty() ? values * 4 : values);
         plan.preload_labels_offset = take(preload, train.count * 4);  // int32 labels or fp32 targets
         plan.preload_bytes = preload;
-        plan.persistent.push_back({MemoryCategory::workspace, plan.preload_bytes});
+        plan.persistent.push_back({MemoryCategory::workspace, plan.preload_bytes, BufferRole::preloaded_split});
     }
     plan.workspace_bytes = work;
-    plan.persistent.push_back({MemoryCategory::workspace, plan.workspace_bytes});
+    plan.persistent.push_back({MemoryCategory::workspace, plan.workspace_bytes, BufferRole::device_workspace});
     return plan;
 }
 

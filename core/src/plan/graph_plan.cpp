@@ -533,57 +533,64 @@ GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const Pla
     if (model.token_input) plan.token_elements = model.input_per_sample * micro_batch;
 
     const int64_t p = plan.params.count;
-    auto add = [&plan](MemoryCategory c, int64_t bytes) { plan.buffers.push_back({c, bytes}); };
+    auto add = [&plan](MemoryCategory c, int64_t bytes, BufferRole role, int index = 0) {
+        plan.buffers.push_back({c, bytes, role, index});
+    };
+    using R = BufferRole;
+    using C = MemoryCategory;
     if (plan.sixteen_bit()) {
-        add(MemoryCategory::master_weights, plan.fp32_weight_floats() * 4);
-        add(MemoryCategory::parameters, p * 2);
+        add(C::master_weights, plan.fp32_weight_floats() * 4, R::weights);
+        add(C::parameters, p * 2, R::working_weights);
     } else {
-        add(MemoryCategory::parameters, p * 4);
+        add(C::parameters, p * 4, R::weights);
     }
-    if (plan.params.nf4_bytes > 0) add(MemoryCategory::parameters, plan.params.nf4_bytes);
-    add(MemoryCategory::gradients, plan.gradient_floats() * 4);
+    if (plan.params.nf4_bytes > 0) add(C::parameters, plan.params.nf4_bytes, R::nf4_store);
+    add(C::gradients, plan.gradient_floats() * 4, R::gradients);
     if (plan.optimizer_slots > 0)
-        add(MemoryCategory::optimizer_state, plan.optimizer_shard.size() * 4 * plan.optimizer_slots);
-    if (plan.optimizer_scratch_floats > 0) add(MemoryCategory::workspace, plan.optimizer_scratch_floats * 4);
-    add(MemoryCategory::workspace, plan.packed_floats * 4);
-    if (plan.nf4_tile_bytes > 0) add(MemoryCategory::workspace, plan.nf4_tile_bytes);
-    if (plan.nf4_packed_tile_floats > 0) add(MemoryCategory::workspace, plan.nf4_packed_tile_floats * 4);
-    if (plan.dora_norm_floats > 0) add(MemoryCategory::workspace, plan.dora_norm_floats * 4);
-    if (plan.onednn_scratchpad_bytes > 0) add(MemoryCategory::workspace, plan.threads * plan.onednn_scratchpad_bytes);
+        add(C::optimizer_state, plan.optimizer_shard.size() * 4 * plan.optimizer_slots, R::optimizer_state);
+    if (plan.optimizer_scratch_floats > 0) add(C::workspace, plan.optimizer_scratch_floats * 4, R::optimizer_scratch);
+    add(C::workspace, plan.packed_floats * 4, R::packed_weights);
+    if (plan.nf4_tile_bytes > 0) add(C::workspace, plan.nf4_tile_bytes, R::nf4_tile);
+    if (plan.nf4_packed_tile_floats > 0) add(C::workspace, plan.nf4_packed_tile_floats * 4, R::nf4_packed_tile);
+    if (plan.dora_norm_floats > 0) add(C::workspace, plan.dora_norm_floats * 4, R::dora_norms);
+    if (plan.onednn_scratchpad_bytes > 0)
+        add(C::workspace, plan.threads * plan.onednn_scratchpad_bytes, R::onednn_scratchpads);
     // A pipeline stage's messages, fp32: the input it receives and the gradient it sends back;
     // the output it sends and the gradient it receives for it. Sends and receives have buffers of
     // their own, so that a send can be on its way while the next message arrives.
     if (model.input_gradient) {
         plan.stage_input_floats = model.input_per_sample * micro_batch;
-        add(MemoryCategory::workspace, plan.stage_input_floats * 4);
-        add(MemoryCategory::workspace, plan.stage_input_floats * 4);
+        add(C::workspace, plan.stage_input_floats * 4, R::stage_input);
+        add(C::workspace, plan.stage_input_floats * 4, R::stage_input_gradient);
     }
     if (!model.ops.empty() && model.ops.back().kind == OpKind::pipeline_output) {
         plan.stage_output_floats = plan.tensor_elements[static_cast<size_t>(model.ops.back().inputs[0])];
-        add(MemoryCategory::workspace, plan.stage_output_floats * 4);
-        add(MemoryCategory::workspace, plan.stage_output_floats * 4);
+        add(C::workspace, plan.stage_output_floats * 4, R::stage_output);
+        add(C::workspace, plan.stage_output_floats * 4, R::stage_output_gradient);
     }
     plan.first_step_buffer = plan.buffers.size();
     plan.in_flight = std::max(1, options.in_flight);
     plan.keeps_loss_gradient = model.input_gradient && plan.in_flight > 1 && model.ops.back().kind != OpKind::pipeline_output;
     for (int set = 0; set < plan.in_flight; ++set) {
-        if (model.token_input) add(MemoryCategory::activations, plan.token_elements * 4 * 2);  // inputs and targets
+        if (model.token_input) add(C::activations, plan.token_elements * 4 * 2, R::tokens);  // inputs and targets
         for (size_t t = 0; t < model.tensors.size(); ++t)
             if (plan.tensor_slot[t] < 0 && plan.tensor_alias[t] < 0)
-                add(MemoryCategory::activations, plan.tensor_elements[t] * plan.element_bytes(static_cast<int>(t)));
+                add(C::activations, plan.tensor_elements[t] * plan.element_bytes(static_cast<int>(t)), R::tensor,
+                    static_cast<int>(t));
         if (plan.keeps_loss_gradient)
-            add(MemoryCategory::activations, plan.tensor_elements[static_cast<size_t>(model.ops.back().inputs[0])] * 4);
+            add(C::activations, plan.tensor_elements[static_cast<size_t>(model.ops.back().inputs[0])] * 4, R::loss_gradient);
         if (set == 0) plan.kept_buffers = plan.buffers.size() - plan.first_step_buffer;
     }
     plan.first_pass_buffer = plan.buffers.size();
-    for (int64_t bytes : plan.slot_bytes) add(MemoryCategory::activations, bytes);
-    add(MemoryCategory::workspace, plan.grad_floats * 4);
-    if (plan.reduces_in_backward()) add(MemoryCategory::gradients, plan.bucket_floats * 4);
-    add(MemoryCategory::workspace, plan.scratch_floats * 4);
+    for (size_t slot = 0; slot < plan.slot_bytes.size(); ++slot)
+        add(C::activations, plan.slot_bytes[slot], R::recompute_slot, static_cast<int>(slot));
+    add(C::workspace, plan.grad_floats * 4, R::activation_gradients);
+    if (plan.reduces_in_backward()) add(C::gradients, plan.bucket_floats * 4, R::gradient_buckets);
+    add(C::workspace, plan.scratch_floats * 4, R::kernel_scratch);
     if (plan.sixteen_bit()) {
-        for (int64_t floats : plan.input_staging_floats) add(MemoryCategory::workspace, floats * 4);
-        for (int64_t floats : plan.output_staging_floats) add(MemoryCategory::workspace, floats * 4);
-        add(MemoryCategory::workspace, plan.weight_staging_floats * 4);
+        for (int k = 0; k < 2; ++k) add(C::workspace, plan.input_staging_floats[static_cast<size_t>(k)] * 4, R::input_staging, k);
+        for (int k = 0; k < 2; ++k) add(C::workspace, plan.output_staging_floats[static_cast<size_t>(k)] * 4, R::output_staging, k);
+        add(C::workspace, plan.weight_staging_floats * 4, R::weight_staging);
     }
     return plan;
 }

@@ -1,8 +1,9 @@
 #pragma once
 // The planner: turns a model description, the micro-batch and the techniques into the schedule
 // of a micro-batch (forward, recompute, backward) and every buffer the engine holds, with its
-// category and size. The engine acquires exactly the buffers listed here, in this order, and
-// the run plan sums the same list, so the memory plan equals the allocation by construction.
+// category, size and role. The engine acquires exactly the buffers listed here (binding each by
+// its role), and the run plan sums the same list, so the memory plan equals the allocation by
+// construction.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -14,16 +15,11 @@
 #include "nn/linear.hpp"
 #include "nn/packed_weights.hpp"
 #include "parallel/shard_range.hpp"
+#include "plan/planned_buffer.hpp"
 #include "trainbench/memory.hpp"
 #include "trainbench/run_config.hpp"
 
 namespace trainbench {
-
-// One allocation of the engine.
-struct PlannedBuffer {
-    MemoryCategory category = MemoryCategory::workspace;
-    int64_t bytes = 0;
-};
 
 // The kernels a linear op's products run in on the CPU (RunConfig::cpu_products made concrete
 // for this CPU and precision): Eigen's fp32 product on weights packed once per update; oneDNN's

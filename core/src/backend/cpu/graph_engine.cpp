@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backend/compute_engine.hpp"
+#include "exec/buffer_bindings.hpp"
 #include "memory/tracking_arena.hpp"
 #include "model/param_layout.hpp"
 #include "nn/activation.hpp"
@@ -78,47 +79,22 @@ GraphPlan plan_for(const EngineSpec& spec) {
 
 class GraphEngine final : public ComputeEngine {
 public:
-    explicit GraphEngine(const EngineSpec& spec) : spec_(spec), plan_(plan_for(spec)), arena_(spec.memory_limit_bytes) {
+    explicit GraphEngine(const EngineSpec& spec)
+        : spec_(spec), plan_(plan_for(spec)), arena_(spec.memory_limit_bytes), buffers_(plan_) {
         if (sharded() && (zero_group().size() != spec.shard_count || zero_group().rank() != spec.shard_rank))
             throw Error("internal: a ZeRO shard planned for process " + std::to_string(spec.shard_rank) + " of " +
                         std::to_string(spec.shard_count) + " in process " + std::to_string(zero_group().rank()) +
                         " of " + std::to_string(zero_group().size()));
         WorkerTeam::shared().resize(plan_.threads);
-        // The persistent buffers, in the planner's order.
-        size_t next = 0;
-        auto take = [&]() {
-            const PlannedBuffer& b = plan_.buffers[next++];
-            return arena_.acquire(b.category, b.bytes);
-        };
-        params_ = static_cast<float*>(take());
-        if (plan_.sixteen_bit()) params16_ = static_cast<uint16_t*>(take());
-        if (plan_.params.nf4_bytes > 0) nf4_store_ = static_cast<uint8_t*>(take());
-        grads_ = static_cast<float*>(take());
-        if (plan_.optimizer_slots > 0) {
-            state_ = static_cast<float*>(take());
-            optimizer_init_state(spec.optimizer, state_, plan_.optimizer_shard.size());
-        }
-        if (plan_.optimizer_scratch_floats > 0) optimizer_scratch_ = static_cast<float*>(take());
-        packed_ = static_cast<float*>(take());
-        if (plan_.nf4_tile_bytes > 0) nf4_tile_ = take();
-        if (plan_.nf4_packed_tile_floats > 0) nf4_packed_tile_ = static_cast<float*>(take());
-        if (plan_.dora_norm_floats > 0) dora_norms_ = static_cast<float*>(take());
+        // The persistent buffers.
+        for (size_t i = 0; i < plan_.first_step_buffer; ++i)
+            buffers_.bind(plan_.buffers[i], arena_.acquire(plan_.buffers[i].category, plan_.buffers[i].bytes));
+        if (plan_.optimizer_slots > 0) optimizer_init_state(spec.optimizer, buffers_.optimizer_state, plan_.optimizer_shard.size());
         if (plan_.products != ProductKernel::eigen) {
-            void* scratchpads = plan_.onednn_scratchpad_bytes > 0 ? take() : nullptr;
-            onednn_ = std::make_unique<OnednnProducts>(plan_.threads, scratchpads, plan_.onednn_scratchpad_bytes);
+            onednn_ = std::make_unique<OnednnProducts>(plan_.threads, buffers_.onednn_scratchpads, plan_.onednn_scratchpad_bytes);
             prepare_products();
         }
-        if (plan_.stage_input_floats > 0) {
-            stage_input_ = static_cast<float*>(take());
-            stage_input_gradient_ = static_cast<float*>(take());
-        }
-        if (plan_.stage_output_floats > 0) {
-            stage_output_ = static_cast<float*>(take());
-            stage_output_gradient_ = static_cast<float*>(take());
-        }
-        std::fill(grads_, grads_ + plan_.gradient_floats(), 0.0f);
-        tensors_.assign(plan_.model.tensors.size(), nullptr);
-        slots_.assign(plan_.slot_elements.size(), nullptr);
+        std::fill(buffers_.gradients, buffers_.gradients + plan_.gradient_floats(), 0.0f);
         kept_sets_.resize(static_cast<size_t>(plan_.in_flight));
         for (auto& set : kept_sets_) set.reserve(plan_.kept_buffers);
         evaluation_set_.reserve(plan_.kept_buffers);
@@ -130,23 +106,23 @@ public:
         packed_stale_ = true;
         frozen_packed_ = false;
         if (!keeps_frozen_16bit()) {
-            scatter_weights(plan_.model, plan_.params, weights, params_, nf4_store_);
+            scatter_weights(plan_.model, plan_.params, weights, buffers_.weights, buffers_.nf4_store);
             round_working_weights();
             return;
         }
         // Frozen weights go to the 16-bit copy only.
         std::vector<float> all(static_cast<size_t>(plan_.params.count));
-        scatter_weights(plan_.model, plan_.params, weights, all.data(), nf4_store_);
-        std::copy(all.begin(), all.begin() + plan_.params.trainable_end, params_);
-        store_16bit(plan_.precision, all.data(), params16_, plan_.params.count);
+        scatter_weights(plan_.model, plan_.params, weights, all.data(), buffers_.nf4_store);
+        std::copy(all.begin(), all.begin() + plan_.params.trainable_end, buffers_.weights);
+        store_16bit(plan_.precision, all.data(), buffers_.working_weights, plan_.params.count);
     }
     ModelWeights weights() const override {
-        if (!keeps_frozen_16bit()) return gather_weights(plan_.model, plan_.params, params_, nf4_store_);
+        if (!keeps_frozen_16bit()) return gather_weights(plan_.model, plan_.params, buffers_.weights, buffers_.nf4_store);
         std::vector<float> all(static_cast<size_t>(plan_.params.count));
-        std::copy(params_, params_ + plan_.params.trainable_end, all.begin());
+        std::copy(buffers_.weights, buffers_.weights + plan_.params.trainable_end, all.begin());
         const int64_t frozen = plan_.params.count - plan_.params.trainable_end;
-        load_16bit(plan_.precision, params16_ + plan_.params.trainable_end, all.data() + plan_.params.trainable_end, frozen);
-        return gather_weights(plan_.model, plan_.params, all.data(), nf4_store_);
+        load_16bit(plan_.precision, buffers_.working_weights + plan_.params.trainable_end, all.data() + plan_.params.trainable_end, frozen);
+        return gather_weights(plan_.model, plan_.params, all.data(), buffers_.nf4_store);
     }
     // QLoRA: each NF4 tensor's storage, a byte per value, for a checkpoint to restore the same
     // bits: quantizing the dequantized values again would not (the offset is a mean that moves).
@@ -157,7 +133,7 @@ public:
             if (offset < 0) continue;
             const int64_t bytes = nf4_sizes(plan_.model.params[p].numel()).total_bytes();
             out.push_back({kNf4StoragePrefix + plan_.model.params[p].name, {bytes},
-                           std::vector<float>(nf4_store_ + offset, nf4_store_ + offset + bytes)});
+                           std::vector<float>(buffers_.nf4_store + offset, buffers_.nf4_store + offset + bytes)});
         }
         return out;
     }
@@ -175,7 +151,7 @@ public:
                 const float v = t->data[static_cast<size_t>(i)];
                 if (!(v >= 0.0f && v <= 255.0f) || v != std::floor(v))
                     throw Error("NF4 storage '" + name + "' holds " + std::to_string(v) + ", not a byte: the file is damaged");
-                nf4_store_[offset + i] = static_cast<uint8_t>(v);
+                buffers_.nf4_store[offset + i] = static_cast<uint8_t>(v);
             }
         }
     }
@@ -183,10 +159,10 @@ public:
     // together to gather it whole.
     ModelWeights gradients() const override {
         if (grads_stale_) throw Error("gradients read after zero_grad() without a micro-batch");
-        if (!plan_.reduces_in_backward()) return gather_trainable(plan_.model, plan_.params, grads_);
+        if (!plan_.reduces_in_backward()) return gather_trainable(plan_.model, plan_.params, buffers_.gradients);
         const ShardRange shard = plan_.optimizer_shard;
         std::vector<float> whole(static_cast<size_t>(plan_.params.trainable_end));
-        std::copy(grads_, grads_ + shard.size(), whole.begin() + shard.begin);
+        std::copy(buffers_.gradients, buffers_.gradients + shard.size(), whole.begin() + shard.begin);
         zero_group().all_gather(whole.data(), plan_.params.trainable_end);
         return gather_trainable(plan_.model, plan_.params, whole.data());
     }
@@ -197,35 +173,34 @@ public:
         const ShardRange range = trainable_range(name);
         materialise_zero_grad();
         if (!plan_.reduces_in_backward()) {
-            holders.sum(grads_ + range.begin, range.size());
+            holders.sum(buffers_.gradients + range.begin, range.size());
             return;
         }
         // ZeRO-2: through the bucket block (free between backward passes), a block's length at a
         // time: each process adds the part of it in its shard, zeros elsewhere; the copies' shards
         // tile the tensor once per stage, so the sum is both stages' whole; each keeps its part.
         const ShardRange shard = plan_.optimizer_shard;
-        bucket_block_ = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
+        buffers_.gradient_buckets = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
         for (int64_t begin = range.begin; begin < range.end; begin += plan_.bucket_floats) {
             const ShardRange chunk{begin, std::min(range.end, begin + plan_.bucket_floats)};
             const ShardRange part = overlap(chunk, shard);
-            std::fill(bucket_block_, bucket_block_ + chunk.size(), 0.0f);
+            std::fill(buffers_.gradient_buckets, buffers_.gradient_buckets + chunk.size(), 0.0f);
             if (part.size() > 0)
-                std::copy_n(grads_ + (part.begin - shard.begin), part.size(), bucket_block_ + (part.begin - chunk.begin));
-            holders.sum(bucket_block_, chunk.size());
+                std::copy_n(buffers_.gradients + (part.begin - shard.begin), part.size(), buffers_.gradient_buckets + (part.begin - chunk.begin));
+            holders.sum(buffers_.gradient_buckets, chunk.size());
             if (part.size() > 0)
-                std::copy_n(bucket_block_ + (part.begin - chunk.begin), part.size(), grads_ + (part.begin - shard.begin));
+                std::copy_n(buffers_.gradient_buckets + (part.begin - chunk.begin), part.size(), buffers_.gradients + (part.begin - shard.begin));
         }
-        arena_.release(bucket_block_);
-        bucket_block_ = nullptr;
+        arena_.release(buffers_.gradient_buckets);
     }
 
     double gradient_norm_squared_of(const std::string& name) override {
         const ShardRange range = trainable_range(name);
         materialise_zero_grad();
-        if (!plan_.reduces_in_backward()) return gradient_norm_squared(grads_ + range.begin, range.size());
+        if (!plan_.reduces_in_backward()) return gradient_norm_squared(buffers_.gradients + range.begin, range.size());
         const ShardRange part = overlap(range, plan_.optimizer_shard);
         double norm_squared =
-            part.size() > 0 ? gradient_norm_squared(grads_ + (part.begin - plan_.optimizer_shard.begin), part.size()) : 0.0;
+            part.size() > 0 ? gradient_norm_squared(buffers_.gradients + (part.begin - plan_.optimizer_shard.begin), part.size()) : 0.0;
         zero_group().sum(&norm_squared, 1);
         return norm_squared;
     }
@@ -245,10 +220,10 @@ public:
     }
 
     double last_forward_ms() const override { return last_forward_ms_; }
-    float* stage_input() override { return stage_input_; }
-    float* stage_input_gradient() override { return stage_input_gradient_; }
-    float* stage_output() override { return stage_output_; }
-    float* stage_output_gradient() override { return stage_output_gradient_; }
+    float* stage_input() override { return buffers_.stage_input; }
+    float* stage_input_gradient() override { return buffers_.stage_input_gradient; }
+    float* stage_output() override { return buffers_.stage_output; }
+    float* stage_output_gradient() override { return buffers_.stage_output_gradient; }
 
     double stage_forward(const MicroBatch& batch, int slot, double normaliser, double loss_scale) override {
         const OpDesc& last = plan_.model.ops.back();
@@ -266,13 +241,13 @@ public:
         const int in = last.inputs[0];
         const auto floats = static_cast<size_t>(elements(in, batch.count));
         if (sends) {
-            const float* values = read(in, batch.count, stage_output_);
-            if (values != stage_output_) std::memcpy(stage_output_, values, floats * sizeof(float));
+            const float* values = read(in, batch.count, buffers_.stage_output);
+            if (values != buffers_.stage_output) std::memcpy(buffers_.stage_output, values, floats * sizeof(float));
         } else {
             // The last stage under GPipe: the loss's gradient waits for the backward beside the
             // micro-batch's activations, as torch keeps its log-probabilities.
             loss = loss_forward(batch, static_cast<float>(loss_scale / normaliser));
-            std::memcpy(loss_gradient_, grad(in), floats * sizeof(float));
+            std::memcpy(buffers_.loss_gradient, grad(in), floats * sizeof(float));
         }
         release(pass_buffers_);
         if (keep) set_samples_[static_cast<size_t>(slot)] = batch.count;
@@ -291,7 +266,7 @@ public:
         take_pass();
         bind(kept);
         const int out = plan_.model.ops.back().inputs[0];
-        const float* seed = plan_.keeps_loss_gradient ? loss_gradient_ : stage_output_gradient_;
+        const float* seed = plan_.keeps_loss_gradient ? buffers_.loss_gradient : buffers_.stage_output_gradient;
         std::memcpy(grad(out), seed, static_cast<size_t>(elements(out, n)) * sizeof(float));
         backward(n, -1);
         grads_stale_ = false;
@@ -305,7 +280,7 @@ public:
         materialise_zero_grad();
         if (plan_.reduces_in_backward()) return;
         const CollectiveTimer timer(collective_ms_);
-        group.sum(grads_, plan_.params.trainable_end);
+        group.sum(buffers_.gradients, plan_.params.trainable_end);
     }
 
     // A process whose share of a micro-batch is empty still takes part in ZeRO-2's
@@ -314,18 +289,17 @@ public:
         if (!plan_.reduces_in_backward()) return;
         first_micro_batch_ = grads_stale_;
         grads_stale_ = false;
-        bucket_block_ = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
+        buffers_.gradient_buckets = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
         for (const GraphPlan::GradientBucket& bucket : plan_.gradient_buckets) {
-            std::fill(bucket_block_ + bucket.offset, bucket_block_ + bucket.offset + bucket.floats, 0.0f);
+            std::fill(buffers_.gradient_buckets + bucket.offset, buffers_.gradient_buckets + bucket.offset + bucket.floats, 0.0f);
             reduce_bucket(bucket);
         }
-        arena_.release(bucket_block_);
-        bucket_block_ = nullptr;
+        arena_.release(buffers_.gradient_buckets);
     }
 
     double grad_norm_squared() override {
         materialise_zero_grad();
-        if (spec_.zero_stage < 2) return gradient_norm_squared(grads_, plan_.params.trainable_end);
+        if (spec_.zero_stage < 2) return gradient_norm_squared(buffers_.gradients, plan_.params.trainable_end);
         // ZeRO-2: each process holds its slice of the reduced gradients; the norm is their sum.
         double norm_squared = gradient_norm_squared(shard_gradients(), plan_.optimizer_shard.size());
         const CollectiveTimer timer(collective_ms_);
@@ -342,16 +316,16 @@ public:
         // Fused and unsharded, the update writes the 16-bit working copy as it goes; otherwise
         // it is rounded in a pass of its own (after ZeRO's gather, from every process's slice).
         const bool rounds_in_update = plan_.fused && plan_.sixteen_bit() && !sharded();
-        const WorkingCopy copy{.precision = plan_.precision, .codes = params16_ + shard.begin};
+        const WorkingCopy copy{.precision = plan_.precision, .codes = buffers_.working_weights + shard.begin};
         if (plan_.fused)
-            optimizer_step_cpu(spec_.optimizer, params_ + shard.begin, shard_gradients(), state_, shard.size(), lr,
+            optimizer_step_cpu(spec_.optimizer, buffers_.weights + shard.begin, shard_gradients(), buffers_.optimizer_state, shard.size(), lr,
                                grad_multiplier, step, decay_end, rounds_in_update ? &copy : nullptr);
         else
-            optimizer_step_eager_cpu(spec_.optimizer, params_ + shard.begin, shard_gradients(), state_, shard.size(), lr,
-                                     grad_multiplier, step, decay_end, plan_.optimizer_tensors, optimizer_scratch_);
+            optimizer_step_eager_cpu(spec_.optimizer, buffers_.weights + shard.begin, shard_gradients(), buffers_.optimizer_state, shard.size(), lr,
+                                     grad_multiplier, step, decay_end, plan_.optimizer_tensors, buffers_.optimizer_scratch);
         if (sharded()) {
             const CollectiveTimer timer(collective_ms_);
-            zero_group().all_gather(params_, plan_.params.trainable_end);
+            zero_group().all_gather(buffers_.weights, plan_.params.trainable_end);
         }
         if (!rounds_in_update) round_working_weights();
         packed_stale_ = true;
@@ -362,7 +336,7 @@ public:
         forward(batch.count);
         EvalTotals totals;
         const OpDesc& loss = plan_.model.ops.back();
-        const float* out = read(loss.inputs[0], batch.count, input_staging_[0]);
+        const float* out = read(loss.inputs[0], batch.count, buffers_.input_staging[0]);
         if (loss.kind == OpKind::cross_entropy) {
             totals.loss_sum = softmax_cross_entropy(out, labels_, plan_.model.classes, plan_.rows(loss, batch.count),
                                                     nullptr, 1.0f, &totals.correct);
@@ -381,27 +355,27 @@ public:
         one.count = 1;
         begin_micro_batch(one);
         forward(1);
-        const float* logits = read(loss.inputs[0], 1, input_staging_[0]) + row * plan_.model.classes;
+        const float* logits = read(loss.inputs[0], 1, buffers_.input_staging[0]) + row * plan_.model.classes;
         std::copy(logits, logits + plan_.model.classes, out);
         end_micro_batch();
     }
 
     std::vector<NamedTensor> optimizer_state() const override {
         const int64_t n = plan_.params.trainable_end;
-        if (!sharded()) return optimizer_state_tensors(spec_.optimizer, state_, n);
+        if (!sharded()) return optimizer_state_tensors(spec_.optimizer, buffers_.optimizer_state, n);
         // Each slot's slices gathered into a whole tensor, as one process would hold it.
         const ShardRange shard = plan_.optimizer_shard;
         std::vector<float> whole(static_cast<size_t>(n * plan_.optimizer_slots));
         for (int s = 0; s < plan_.optimizer_slots; ++s) {
             float* slot = whole.data() + s * n;
-            std::copy(state_ + s * shard.size(), state_ + (s + 1) * shard.size(), slot + shard.begin);
+            std::copy(buffers_.optimizer_state + s * shard.size(), buffers_.optimizer_state + (s + 1) * shard.size(), slot + shard.begin);
             zero_group().all_gather(slot, n);
         }
         return optimizer_state_tensors(spec_.optimizer, whole.data(), n);
     }
 
     void set_optimizer_state(const std::vector<NamedTensor>& tensors) override {
-        load_optimizer_state_tensors(spec_.optimizer, tensors, state_, plan_.params.trainable_end, plan_.optimizer_shard);
+        load_optimizer_state_tensors(spec_.optimizer, tensors, buffers_.optimizer_state, plan_.params.trainable_end, plan_.optimizer_shard);
     }
 
     MemoryReport memory() const override { return arena_.report(); }
@@ -445,19 +419,19 @@ private:
 
     void materialise_zero_grad() {
         if (!grads_stale_) return;
-        std::fill(grads_, grads_ + plan_.gradient_floats(), 0.0f);
+        std::fill(buffers_.gradients, buffers_.gradients + plan_.gradient_floats(), 0.0f);
         grads_stale_ = false;
     }
 
     // The summed gradients of this process's slice of the parameters (all of them without ZeRO).
     float* shard_gradients() const {
-        return plan_.reduces_in_backward() ? grads_ : grads_ + plan_.optimizer_shard.begin;
+        return plan_.reduces_in_backward() ? buffers_.gradients : buffers_.gradients + plan_.optimizer_shard.begin;
     }
 
     // ZeRO-2: sums a complete bucket over the processes and adds this process's part of the sum
     // into its shard of the gradients (the update's first micro-batch writes it instead).
     void reduce_bucket(const GraphPlan::GradientBucket& bucket) {
-        float* values = bucket_block_ + bucket.offset;
+        float* values = buffers_.gradient_buckets + bucket.offset;
         {
             const CollectiveTimer timer(collective_ms_);
             zero_group().reduce_scatter(values, bucket.counts);
@@ -470,7 +444,7 @@ private:
             const ShardRange part = overlap(plan_.param_range(p), shard);
             const int64_t count = part.size();
             if (count == 0) continue;
-            float* into = grads_ + (part.begin - shard.begin);
+            float* into = buffers_.gradients + (part.begin - shard.begin);
             if (first_micro_batch_) {
                 std::copy(next, next + count, into);
             } else {
@@ -484,7 +458,7 @@ private:
     // 16-bit runs: the working copy the products read, rounded from the master weights (the
     // frozen ones have no master copy and stay as set_weights rounded them).
     void round_working_weights() {
-        if (plan_.sixteen_bit()) store_16bit(plan_.precision, params_, params16_, plan_.params.trainable_end);
+        if (plan_.sixteen_bit()) store_16bit(plan_.precision, buffers_.weights, buffers_.working_weights, plan_.params.trainable_end);
     }
     // A 16-bit run with frozen weights, which only the 16-bit copy holds.
     bool keeps_frozen_16bit() const { return plan_.fp32_weight_floats() < plan_.params.count; }
@@ -493,8 +467,8 @@ private:
         return plan_.model.tensors[static_cast<size_t>(t)].per_sample * samples;
     }
     // The buffer of a tensor stored in fp32 (every tensor in fp32 runs, statistics in 16-bit ones).
-    float* tensor(int t) const { return static_cast<float*>(tensors_[static_cast<size_t>(t)]); }
-    uint16_t* tensor_16bit(int t) const { return static_cast<uint16_t*>(tensors_[static_cast<size_t>(t)]); }
+    float* tensor(int t) const { return static_cast<float*>(buffers_.tensors[static_cast<size_t>(t)]); }
+    uint16_t* tensor_16bit(int t) const { return static_cast<uint16_t*>(buffers_.tensors[static_cast<size_t>(t)]); }
 
     // fp32 values of tensor t for a kernel to read: its buffer, or its 16-bit codes widened into
     // `staging`.
@@ -506,25 +480,25 @@ private:
     // An op's input k, and the fp32 destination of its output k: its buffer, or the output
     // staging that store_outputs rounds into it.
     const float* input(const OpDesc& op, size_t k, int64_t samples) const {
-        return read(op.inputs[k], samples, input_staging_.at(k));
+        return read(op.inputs[k], samples, buffers_.input_staging.at(k));
     }
     float* output(const OpDesc& op, size_t k) const {
-        return plan_.stored_16bit(op.outputs[k]) ? output_staging_.at(k) : tensor(op.outputs[k]);
+        return plan_.stored_16bit(op.outputs[k]) ? buffers_.output_staging.at(k) : tensor(op.outputs[k]);
     }
     // Outputs past the second (DoRA's unscaled result) are stored by their kernels.
     void store_outputs(const OpDesc& op, int64_t samples) {
-        for (size_t k = 0; k < std::min<size_t>(op.outputs.size(), output_staging_.size()); ++k)
+        for (size_t k = 0; k < std::min<size_t>(op.outputs.size(), buffers_.output_staging.size()); ++k)
             if (plan_.stored_16bit(op.outputs[k]))
-                store_16bit(plan_.precision, output_staging_.at(k), tensor_16bit(op.outputs[k]), elements(op.outputs[k], samples));
+                store_16bit(plan_.precision, buffers_.output_staging.at(k), tensor_16bit(op.outputs[k]), elements(op.outputs[k], samples));
     }
     // An output the backward reads again, widened into the staging it was computed in.
     const float* saved_output(const OpDesc& op, size_t k, int64_t samples) const {
-        return read(op.outputs[k], samples, output_staging_.at(k));
+        return read(op.outputs[k], samples, buffers_.output_staging.at(k));
     }
 
     float* grad(int t) const {
         const int64_t offset = plan_.grad_offset[static_cast<size_t>(t)];
-        return offset < 0 ? nullptr : grad_block_ + offset;
+        return offset < 0 ? nullptr : buffers_.activation_gradients + offset;
     }
     bool trainable(int p) const { return plan_.model.params[static_cast<size_t>(p)].trainable; }
     // Trainable parameter `name`'s place in the flat store.
@@ -539,16 +513,16 @@ private:
     float* weight_staging(const OpDesc& op, size_t k) const {
         int64_t offset = 0;
         for (size_t j = 0; j < k; ++j) offset += plan_.staged_floats(op.params[j]);
-        return weight_staging_ + offset;
+        return buffers_.weight_staging + offset;
     }
     // fp32 values of an op's parameter k for the kernels that read fp32 weights (LayerNorm, the
     // embedding): the fp32 store, or a frozen weight's 16-bit copy widened into the weight staging.
     const float* fp32_param(const OpDesc& op, size_t k) const {
         const int p = op.params[k];
         const int64_t offset = plan_.params.offset[static_cast<size_t>(p)];
-        if (offset < plan_.fp32_weight_floats()) return params_ + offset;
+        if (offset < plan_.fp32_weight_floats()) return buffers_.weights + offset;
         float* staging = weight_staging(op, k);
-        load_16bit(plan_.precision, params16_ + offset, staging, plan_.model.params[static_cast<size_t>(p)].numel());
+        load_16bit(plan_.precision, buffers_.working_weights + offset, staging, plan_.model.params[static_cast<size_t>(p)].numel());
         return staging;
     }
     // A max-pool op's channels: its input's elements per sample over the image's.
@@ -559,8 +533,8 @@ private:
     // its place in its bucket.
     float* param_grad(int p) const {
         if (!trainable(p)) return nullptr;
-        if (plan_.reduces_in_backward()) return bucket_block_ + plan_.param_bucket_offset[static_cast<size_t>(p)];
-        return grads_ + plan_.params.offset[static_cast<size_t>(p)];
+        if (plan_.reduces_in_backward()) return buffers_.gradient_buckets + plan_.param_bucket_offset[static_cast<size_t>(p)];
+        return buffers_.gradients + plan_.params.offset[static_cast<size_t>(p)];
     }
 
     void check_count(int64_t count) const {
@@ -578,35 +552,16 @@ private:
     }
     void take_pass() {
         pass_buffers_.clear();
-        for (size_t i = plan_.first_pass_buffer; i < plan_.buffers.size(); ++i)
+        for (size_t i = plan_.first_pass_buffer; i < plan_.buffers.size(); ++i) {
             pass_buffers_.push_back(arena_.acquire(plan_.buffers[i].category, plan_.buffers[i].bytes));
-        size_t next = 0;
-        auto take = [&]() { return pass_buffers_[next++]; };
-        for (auto& slot : slots_) slot = take();
-        grad_block_ = static_cast<float*>(take());
-        if (plan_.reduces_in_backward()) bucket_block_ = static_cast<float*>(take());
-        scratch_ = static_cast<float*>(take());
-        if (plan_.sixteen_bit()) {
-            for (float*& staging : input_staging_) staging = static_cast<float*>(take());
-            for (float*& staging : output_staging_) staging = static_cast<float*>(take());
-            weight_staging_ = static_cast<float*>(take());
+            buffers_.bind(plan_.buffers[i], pass_buffers_.back());
         }
     }
     // Points the tensors at a kept set and the pass's recompute slots.
     void bind(const std::vector<void*>& kept) {
-        const ModelDesc& m = plan_.model;
-        size_t next = 0;
-        if (m.token_input) {
-            tokens_ = static_cast<int32_t*>(kept[next++]);
-            labels_ = tokens_ + plan_.token_elements;
-        }
-        for (size_t t = 0; t < m.tensors.size(); ++t)
-            if (plan_.tensor_slot[t] < 0 && plan_.tensor_alias[t] < 0) tensors_[t] = kept[next++];
-        if (plan_.keeps_loss_gradient) loss_gradient_ = static_cast<float*>(kept[next++]);
-        for (size_t t = 0; t < m.tensors.size(); ++t)
-            if (plan_.tensor_slot[t] >= 0) tensors_[t] = slots_[static_cast<size_t>(plan_.tensor_slot[t])];
-        for (size_t t = 0; t < m.tensors.size(); ++t)  // in-place results share their input's storage
-            if (plan_.tensor_alias[t] >= 0) tensors_[t] = tensors_[static_cast<size_t>(plan_.tensor_alias[t])];
+        for (size_t i = 0; i < kept.size(); ++i) buffers_.bind(plan_.buffers[plan_.first_step_buffer + i], kept[i]);
+        buffers_.bind_tensor_views(plan_);
+        if (plan_.model.token_input) labels_ = buffers_.tokens + plan_.token_elements;
     }
     void release(std::vector<void*>& buffers) {
         for (void* pointer : buffers) arena_.release(pointer);
@@ -617,8 +572,8 @@ private:
         const ModelDesc& m = plan_.model;
         if (m.token_input) {
             const int64_t n = m.input_per_sample * batch.count;
-            std::copy(batch.tokens, batch.tokens + n, tokens_);
-            std::copy(batch.labels, batch.labels + n, tokens_ + plan_.token_elements);
+            std::copy(batch.tokens, batch.tokens + n, buffers_.tokens);
+            std::copy(batch.labels, batch.labels + n, buffers_.tokens + plan_.token_elements);
             return;
         }
         labels_ = batch.labels;
@@ -629,7 +584,7 @@ private:
     // A pipeline stage after the first: its input's gradient, for the stage before.
     void send_input_gradient(int64_t n) {
         if (!plan_.model.input_gradient) return;
-        std::memcpy(stage_input_gradient_, grad(0), static_cast<size_t>(elements(0, n)) * sizeof(float));
+        std::memcpy(buffers_.stage_input_gradient, grad(0), static_cast<size_t>(elements(0, n)) * sizeof(float));
     }
 
     // A micro-batch's buffers taken (its kept ones into `kept`, as set `set`), bound and loaded.
@@ -652,10 +607,10 @@ private:
     // 16-bit runs the working copy widened into the weight staging (W, then b after it).
     const float* product_param(const OpDesc& op, size_t k) {
         const int p = op.params[k];
-        if (!plan_.sixteen_bit()) return params_ + plan_.params.offset[static_cast<size_t>(p)];
+        if (!plan_.sixteen_bit()) return buffers_.weights + plan_.params.offset[static_cast<size_t>(p)];
         float* staging = weight_staging(op, k);
         const int64_t offset = plan_.params.offset[static_cast<size_t>(p)];
-        load_16bit(plan_.precision, params16_ + offset, staging, plan_.model.params[static_cast<size_t>(p)].numel());
+        load_16bit(plan_.precision, buffers_.working_weights + offset, staging, plan_.model.params[static_cast<size_t>(p)].numel());
         return staging;
     }
 
@@ -675,13 +630,13 @@ private:
                 continue;
             }
             const float* w = product_param(op, 0);
-            float* packed = packed_ + p.forward_offset;
+            float* packed = buffers_.packed_weights + p.forward_offset;
             pack_weights(p.forward, w, packed);
             if (op.params.size() > 1) {
                 const float* b = product_param(op, 1);
                 std::copy(b, b + p.forward.rows, packed + p.forward.total_floats());
             }
-            if (p.transposed_offset >= 0) pack_weights(p.transposed, w, packed_ + p.transposed_offset);
+            if (p.transposed_offset >= 0) pack_weights(p.transposed, w, buffers_.packed_weights + p.transposed_offset);
         }
         packed_stale_ = false;
         frozen_packed_ = true;
@@ -699,7 +654,7 @@ private:
     void widen_for_onednn(const OpDesc& op, const PackedLinear& p) {
         auto widen = [&](size_t k, int64_t offset) {
             const int param = op.params[k];
-            load_16bit(plan_.precision, params16_ + plan_.params.offset[static_cast<size_t>(param)], packed_ + offset,
+            load_16bit(plan_.precision, buffers_.working_weights + plan_.params.offset[static_cast<size_t>(param)], buffers_.packed_weights + offset,
                        plan_.model.params[static_cast<size_t>(param)].numel());
         };
         if (p.widened_weight_offset >= 0) widen(0, p.widened_weight_offset);
@@ -709,13 +664,13 @@ private:
     // widened copy.
     const void* onednn_weight(const OpDesc& op, const PackedLinear& p) const {
         const int64_t offset = plan_.params.offset[static_cast<size_t>(op.params[0])];
-        if (bf16_products()) return params16_ + offset;
-        return p.widened_weight_offset >= 0 ? packed_ + p.widened_weight_offset : params_ + offset;
+        if (bf16_products()) return buffers_.working_weights + offset;
+        return p.widened_weight_offset >= 0 ? buffers_.packed_weights + p.widened_weight_offset : buffers_.weights + offset;
     }
     const float* onednn_bias(const OpDesc& op, const PackedLinear& p) const {
         if (op.params.size() < 2) return nullptr;
-        if (p.widened_bias_offset >= 0) return packed_ + p.widened_bias_offset;
-        return params_ + plan_.params.offset[static_cast<size_t>(op.params[1])];
+        if (p.widened_bias_offset >= 0) return buffers_.packed_weights + p.widened_bias_offset;
+        return buffers_.weights + plan_.params.offset[static_cast<size_t>(op.params[1])];
     }
     // Whether linear op o's product writes its 16-bit output itself (bf16 products with no
     // epilogue after them): rounded once, as the output staging and store_outputs would.
@@ -742,7 +697,7 @@ private:
     // --- QLoRA: W stored as NF4, dequantized into the NF4 tile right before each product.
     Nf4Tensor nf4_weight(const OpDesc& op) const {
         const int p = op.params[0];
-        return nf4_tensor(nf4_store_ + plan_.params.nf4_offset[static_cast<size_t>(p)],
+        return nf4_tensor(buffers_.nf4_store + plan_.params.nf4_offset[static_cast<size_t>(p)],
                           plan_.model.params[static_cast<size_t>(p)].numel());
     }
     // W as the products read it, in the tile: bf16 codes for oneDNN's bf16 products, else fp32
@@ -754,16 +709,16 @@ private:
         const int64_t n = q.sizes.elements;
         parallel_range(q.sizes.blocks, kNf4BlockSize, [&](int64_t first, int64_t end) {
             const int64_t begin = first * kNf4BlockSize, stop = std::min(end * kNf4BlockSize, n);
-            dequantize_nf4(q, begin, stop, into, nf4_tile_);
+            dequantize_nf4(q, begin, stop, into, buffers_.nf4_tile);
             if (plan_.sixteen_bit() && into == Precision::fp32)
-                round_to_16bit_serial(plan_.precision, static_cast<float*>(nf4_tile_) + begin, stop - begin);
+                round_to_16bit_serial(plan_.precision, static_cast<float*>(buffers_.nf4_tile) + begin, stop - begin);
         });
-        return nf4_tile_;
+        return buffers_.nf4_tile;
     }
     // Eigen's products: W dequantized, then packed as `layout` (forward or transposed) wants.
     const float* nf4_packed(const OpDesc& op, const PackedLayout& layout) {
-        pack_weights(layout, static_cast<const float*>(dequantized_weight(op)), nf4_packed_tile_);
-        return nf4_packed_tile_;
+        pack_weights(layout, static_cast<const float*>(dequantized_weight(op)), buffers_.nf4_packed_tile);
+        return buffers_.nf4_packed_tile;
     }
 
     // --- DoRA (nn/dora.hpp) on a lora_linear op's params {W, b, A, B, m}.
@@ -774,10 +729,10 @@ private:
                          int64_t n) {
         const auto& a = plan_.model.params[static_cast<size_t>(op.params[2])].shape;
         const int64_t features = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
-        float* norms = dora_norms_ + p.dora_norm_offset;
-        dora_weight_norms(product_param(op, 0), lora_a, lora_b, op.lora_scale, a[1], features, a[0], norms, scratch_);
+        float* norms = buffers_.dora_norms + p.dora_norm_offset;
+        dora_weight_norms(product_param(op, 0), lora_a, lora_b, op.lora_scale, a[1], features, a[0], norms, buffers_.kernel_scratch);
         const int unscaled = op.outputs[2];
-        float* z = plan_.stored_16bit(unscaled) ? scratch_ : tensor(unscaled);
+        float* z = plan_.stored_16bit(unscaled) ? buffers_.kernel_scratch : tensor(unscaled);
         dora_forward(out, product_param(op, 1), fp32_param(op, 4), norms, z, plan_.rows(op, n), features);
         if (plan_.stored_16bit(unscaled)) store_16bit(plan_.precision, z, tensor_16bit(unscaled), elements(unscaled, n));
     }
@@ -785,9 +740,9 @@ private:
     float* dora_backward_op(const OpDesc& op, int o, const PackedLinear& p, const float* dout, int64_t n) {
         const int64_t features = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
         const int unscaled = op.outputs[2];
-        float* scaled = scratch_;
-        const float* z = read(unscaled, n, scratch_ + p.dora_unscaled_offset);
-        dora_backward(dout, z, fp32_param(op, 4), dora_norms_ + p.dora_norm_offset, param_grad(op.params[4]), scaled,
+        float* scaled = buffers_.kernel_scratch;
+        const float* z = read(unscaled, n, buffers_.kernel_scratch + p.dora_unscaled_offset);
+        dora_backward(dout, z, fp32_param(op, 4), buffers_.dora_norms + p.dora_norm_offset, param_grad(op.params[4]), scaled,
                       plan_.rows(op, n), features, param_write(o, 4));
         return scaled;
     }
@@ -816,13 +771,13 @@ private:
         return e;
     }
     // Where a fused pair's second result is computed: its buffer, or output staging 1.
-    float* fused_output(int t) const { return plan_.stored_16bit(t) ? output_staging_[1] : tensor(t); }
+    float* fused_output(int t) const { return plan_.stored_16bit(t) ? buffers_.output_staging[1] : tensor(t); }
     void store_fused_output(int o, int64_t n) {
         const int with = plan_.fused_with[static_cast<size_t>(o)];
         if (with < 0) return;
         const int t = plan_.model.ops[static_cast<size_t>(with)].outputs[0];
         if (plan_.tensor_alias[static_cast<size_t>(t)] < 0 && plan_.stored_16bit(t))
-            store_16bit(plan_.precision, output_staging_[1], tensor_16bit(t), elements(t, n));
+            store_16bit(plan_.precision, buffers_.output_staging[1], tensor_16bit(t), elements(t, n));
     }
 
     void forward_op(int o, int64_t n) {
@@ -845,7 +800,7 @@ private:
                     if (widens_rows(op)) {
                         const bool stores = plan_.stored_16bit(op.outputs[0]);
                         onednn_linear_forward_16bit_rows(
-                            *onednn_, plan_.precision, tensor_16bit(op.inputs[0]), input_staging_[0],
+                            *onednn_, plan_.precision, tensor_16bit(op.inputs[0]), buffers_.input_staging[0],
                             static_cast<const float*>(onednn_weight(op, p)), onednn_bias(op, p), output(op, 0),
                             stores ? tensor_16bit(op.outputs[0]) : nullptr, shape[1], shape[0], rows, fused);
                         if (!stores) break;
@@ -855,7 +810,7 @@ private:
                     onednn_linear_forward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p),
                                           onednn_bias(op, p), output(op, 0), shape[1], shape[0], rows, fused);
                 } else {
-                    const float* packed = packed_ + p.forward_offset;
+                    const float* packed = buffers_.packed_weights + p.forward_offset;
                     packed_linear_forward(p.forward, packed, op.params.size() > 1 ? packed + p.forward.total_floats() : nullptr,
                                           input(op, 0, n), output(op, 0), rows, fused);
                 }
@@ -874,7 +829,7 @@ private:
                 } else if (p.nf4) {
                     packed_linear_forward(p.forward, nf4_packed(op, p.forward), product_param(op, 1), x, out, rows);
                 } else {
-                    const float* packed = packed_ + p.forward_offset;
+                    const float* packed = buffers_.packed_weights + p.forward_offset;
                     packed_linear_forward(p.forward, packed, packed + p.forward.total_floats(), x, out, rows);
                 }
                 const auto& a = plan_.model.params[static_cast<size_t>(op.params[2])].shape;
@@ -890,7 +845,7 @@ private:
                 break;
             case OpKind::embedding: {
                 const auto& wte = plan_.model.params[static_cast<size_t>(op.params[0])];
-                embedding_forward(tokens_, fp32_param(op, 0), fp32_param(op, 1), output(op, 0), n,
+                embedding_forward(buffers_.tokens, fp32_param(op, 0), fp32_param(op, 1), output(op, 0), n,
                                   op.rows_per_sample, wte.shape[1]);
                 break;
             }
@@ -900,7 +855,7 @@ private:
                 if (plan_.stored_16bit(op.inputs[0]) && plan_.stored_16bit(op.outputs[0])) {
                     layernorm_forward_16bit(plan_.precision, tensor_16bit(op.inputs[0]), fp32_param(op, 0),
                                             fp32_param(op, 1), tensor_16bit(op.outputs[0]), tensor(op.outputs[1]),
-                                            tensor(op.outputs[2]), rows, C, input_staging_[0], output_staging_[0]);
+                                            tensor(op.outputs[2]), rows, C, buffers_.input_staging[0], buffers_.output_staging[0]);
                     return;  // stored
                 }
                 layernorm_forward(input(op, 0, n), fp32_param(op, 0), fp32_param(op, 1), output(op, 0),
@@ -911,12 +866,12 @@ private:
                 const int64_t C = attention_width(op);
                 if (attention_in_storage(op) && plan_.attention_in_onednn()) {
                     attention_forward_onednn(*onednn_, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[0]),
-                                             tensor_16bit(op.outputs[1]), n, op.rows_per_sample, C, op.heads, scratch_);
+                                             tensor_16bit(op.outputs[1]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch);
                     return;  // stored
                 }
                 if (attention_in_storage(op)) {
                     attention_forward_16bit(plan_.precision, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[0]),
-                                            tensor_16bit(op.outputs[1]), n, op.rows_per_sample, C, op.heads, scratch_);
+                                            tensor_16bit(op.outputs[1]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch);
                     return;  // stored
                 }
                 if (plan_.fused)
@@ -941,7 +896,7 @@ private:
                             plan_.precision, tensor_16bit(op.inputs[0]), tensor_16bit(op.inputs[1]),
                             tensor_16bit(op.outputs[0]), fp32_param(norm, 0), fp32_param(norm, 1),
                             tensor_16bit(norm.outputs[0]), tensor(norm.outputs[1]), tensor(norm.outputs[2]), rows, C,
-                            output_staging_[0], output_staging_[1]);
+                            buffers_.output_staging[0], buffers_.output_staging[1]);
                         return;  // stored
                     }
                     residual_layernorm_forward(a, b, out, fp32_param(norm, 0), fp32_param(norm, 1),
@@ -957,9 +912,9 @@ private:
             }
             case OpKind::conv2d: {
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
-                const float* packed = packed_ + p.forward_offset;
+                const float* packed = buffers_.packed_weights + p.forward_offset;
                 conv2d_forward(conv_shape(plan_.model, op), p.forward, packed, packed + p.forward.total_floats(),
-                               input(op, 0, n), output(op, 0), n, scratch_, fused);
+                               input(op, 0, n), output(op, 0), n, buffers_.kernel_scratch, fused);
                 break;
             }
             case OpKind::max_pool:
@@ -982,7 +937,7 @@ private:
         const float* values = read(in, batch.count, dinput);
         if (loss.kind == OpKind::cross_entropy && !plan_.fused)
             return softmax_cross_entropy_eager(values, labels_, plan_.model.classes, plan_.rows(loss, batch.count), dinput,
-                                               grad_scale, scratch_);
+                                               grad_scale, buffers_.kernel_scratch);
         if (loss.kind == OpKind::cross_entropy)
             return softmax_cross_entropy(values, labels_, plan_.model.classes, plan_.rows(loss, batch.count), dinput,
                                          grad_scale, nullptr);
@@ -1032,12 +987,12 @@ private:
                 if (p.onednn) {
                     onednn_linear_backward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p), dout,
                                            param_grad(op.params[0]), dbias, dinput, in, out, rows, param_write(o, 0),
-                                           scratch_, plan_.precision);
+                                           buffers_.kernel_scratch, plan_.precision);
                     return;
                 }
                 const float* x = input(op, 0, n);
                 if (dinput) {
-                    linear_backward_packed(p.transposed, packed_ + p.transposed_offset, x, dout, param_grad(op.params[0]),
+                    linear_backward_packed(p.transposed, buffers_.packed_weights + p.transposed_offset, x, dout, param_grad(op.params[0]),
                                            dbias, dinput, in, out, rows, param_write(o, 0));
                 } else {
                     linear_weight_grad(x, dout, param_grad(op.params[0]), dbias, in, out, rows, param_write(o, 0));
@@ -1052,7 +1007,7 @@ private:
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
                 // DoRA: the magnitude's gradient from dout, then the products and the adapter
                 // see dout scaled by m / n (in 16-bit runs rounded after the scaling).
-                float* scratch = scratch_ + p.dora_scratch_prefix;
+                float* scratch = buffers_.kernel_scratch + p.dora_scratch_prefix;
                 if (has_dora_magnitude(op)) dout = dora_backward_op(op, o, p, dout, n);
                 if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 const float* x = input(op, 0, n);
@@ -1063,7 +1018,7 @@ private:
                                            dinput, in, out, rows, GradientWrite::overwrite, scratch);
                 else if (dinput)
                     linear_backward_packed(p.transposed,
-                                           p.nf4 ? nf4_packed(op, p.transposed) : packed_ + p.transposed_offset, x, dout,
+                                           p.nf4 ? nf4_packed(op, p.transposed) : buffers_.packed_weights + p.transposed_offset, x, dout,
                                            nullptr, nullptr, dinput, in, out, rows, GradientWrite::overwrite);
                 lora_backward(x, saved_output(op, 1, n), dout, product_param(op, 2), product_param(op, 3), op.lora_scale,
                               param_grad(op.params[2]), param_grad(op.params[3]), dinput, rows, in, out, rank,
@@ -1078,7 +1033,7 @@ private:
                 const int saved = from_input ? op.inputs[0] : op.outputs[0];
                 if (plan_.stored_16bit(saved)) {  // widened a block at a time as f' reads it
                     activation_backward_16bit(op.activation, plan_.precision, tensor_16bit(saved),
-                                              from_input ? input_staging_[0] : output_staging_[0], g,
+                                              from_input ? buffers_.input_staging[0] : buffers_.output_staging[0], g,
                                               elements(op.outputs[0], n));
                     return;
                 }
@@ -1088,24 +1043,24 @@ private:
             }
             case OpKind::embedding: {
                 const auto& wte = plan_.model.params[static_cast<size_t>(op.params[0])];
-                embedding_backward(dout, tokens_, param_grad(op.params[0]), param_grad(op.params[1]), n,
+                embedding_backward(dout, buffers_.tokens, param_grad(op.params[0]), param_grad(op.params[1]), n,
                                    op.rows_per_sample, wte.shape[1], wte.shape[0], param_write(o, 0), param_write(o, 1));
                 return;
             }
             case OpKind::layernorm: {
                 const int64_t C = plan_.model.params[static_cast<size_t>(op.params[0])].shape[0];
                 if (plan_.stored_16bit(op.inputs[0])) {
-                    layernorm_backward_16bit(plan_.precision, dout, tensor_16bit(op.inputs[0]), input_staging_[0],
+                    layernorm_backward_16bit(plan_.precision, dout, tensor_16bit(op.inputs[0]), buffers_.input_staging[0],
                                              fp32_param(op, 0), tensor(op.outputs[1]), tensor(op.outputs[2]),
                                              grad(op.inputs[0]), param_grad(op.params[0]), param_grad(op.params[1]),
                                              rows, C, plan_.input_write[static_cast<size_t>(o)][0], param_write(o, 0),
-                                             scratch_);
+                                             buffers_.kernel_scratch);
                     return;
                 }
                 layernorm_backward(dout, input(op, 0, n), fp32_param(op, 0), tensor(op.outputs[1]),
                                    tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
                                    param_grad(op.params[1]), rows, C, plan_.input_write[static_cast<size_t>(o)][0],
-                                   param_write(o, 0), scratch_);
+                                   param_write(o, 0), buffers_.kernel_scratch);
                 return;
             }
             case OpKind::attention: {
@@ -1116,16 +1071,16 @@ private:
                 if (plan_.sixteen_bit() && !in_onednn) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 if (in_onednn)
                     attention_backward_onednn(*onednn_, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
-                                              grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, scratch_);
+                                              grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch);
                 else if (attention_in_storage(op))
                     attention_backward_16bit(plan_.precision, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
-                                             grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, scratch_);
+                                             grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch);
                 else if (plan_.fused)
                     attention_backward(dout, input(op, 0, n), saved_output(op, 1, n), grad(op.inputs[0]), n,
-                                       op.rows_per_sample, C, op.heads, scratch_, plan_.precision);
+                                       op.rows_per_sample, C, op.heads, buffers_.kernel_scratch, plan_.precision);
                 else
                     attention_backward_eager(dout, input(op, 0, n), saved_output(op, 1, n), grad(op.inputs[0]), n,
-                                             op.rows_per_sample, C, op.heads, scratch_, plan_.precision);
+                                             op.rows_per_sample, C, op.heads, buffers_.kernel_scratch, plan_.precision);
                 return;
             }
             case OpKind::residual_add: {
@@ -1151,8 +1106,8 @@ private:
                 if (plan_.sixteen_bit()) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 float* dinput = grad(op.inputs[0]);
                 conv2d_backward(conv_shape(plan_.model, op), p.transposed,
-                                dinput ? packed_ + p.transposed_offset : nullptr, input(op, 0, n), dout,
-                                param_grad(op.params[0]), param_grad(op.params[1]), dinput, n, param_write(o, 0), scratch_);
+                                dinput ? buffers_.packed_weights + p.transposed_offset : nullptr, input(op, 0, n), dout,
+                                param_grad(op.params[0]), param_grad(op.params[1]), dinput, n, param_write(o, 0), buffers_.kernel_scratch);
                 return;
             }
             case OpKind::max_pool: {
@@ -1171,43 +1126,19 @@ private:
     EngineSpec spec_;
     GraphPlan plan_;
     TrackingArena arena_;
-    float* params_ = nullptr;      // fp32 weights: in 16-bit runs the master weights
-    uint16_t* params16_ = nullptr; // 16-bit runs: the working copy the products read
-    uint8_t* nf4_store_ = nullptr; // QLoRA: the NF4 base weights (ParamLayout::nf4_offset)
-    float* grads_ = nullptr;
-    float* state_ = nullptr;
-    float* optimizer_scratch_ = nullptr;  // --fused off: the optimizer's temporaries
-    float* packed_ = nullptr;
-    void* nf4_tile_ = nullptr;            // QLoRA: one weight dequantized (GraphPlan::nf4_tile_bytes)
-    float* nf4_packed_tile_ = nullptr;    // and packed for Eigen's products
-    float* dora_norms_ = nullptr;         // DoRA: each op's ||W + s B A|| (PackedLinear::dora_norm_offset)
+    BufferBindings buffers_;  // the plan's buffers by role
     std::unique_ptr<OnednnProducts> onednn_;  // when the linear ops' products run in oneDNN
     bool packed_stale_ = true;
     bool frozen_packed_ = false;   // frozen weights' packing is still valid
     bool grads_stale_ = false;
-    std::vector<void*> tensors_;   // fp32, or 16-bit codes where plan_.stored_16bit(t)
-    std::vector<void*> slots_;
     // Per micro-batch in flight (GraphPlan::in_flight), the buffers it keeps from its forward to
     // its backward, and its samples; a pass's buffers; a pipeline stage's evaluation's kept set.
     std::vector<std::vector<void*>> kept_sets_;
     std::vector<int64_t> set_samples_;
     std::vector<void*> pass_buffers_;
     std::vector<void*> evaluation_set_;
-    // A pipeline stage's messages (GraphPlan::stage_input_floats, stage_output_floats).
-    float* stage_input_ = nullptr;
-    float* stage_input_gradient_ = nullptr;
-    float* stage_output_ = nullptr;
-    float* stage_output_gradient_ = nullptr;
-    float* loss_gradient_ = nullptr;
-    double last_forward_ms_ = 0.0;  // the last stage under GPipe (GraphPlan::keeps_loss_gradient)
-    float* grad_block_ = nullptr;
-    float* bucket_block_ = nullptr;  // ZeRO-2 only
+    double last_forward_ms_ = 0.0;  // of the last forward_backward (a pipeline's last stage times it)
     bool first_micro_batch_ = false; // of the update: ZeRO-2 writes its shard rather than adding
-    float* scratch_ = nullptr;
-    std::array<float*, 2> input_staging_{};  // 16-bit runs only (GraphPlan's *_staging_floats)
-    std::array<float*, 2> output_staging_{};
-    float* weight_staging_ = nullptr;
-    int32_t* tokens_ = nullptr;
     const int32_t* labels_ = nullptr;
     std::chrono::steady_clock::time_point update_start_;
     double collective_ms_ = 0.0;

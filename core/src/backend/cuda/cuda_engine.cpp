@@ -52,6 +52,7 @@
 #include "backend/cuda/gpt_kernels.hpp"
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/linear_products.hpp"
+#include "exec/buffer_bindings.hpp"
 #include "model/param_layout.hpp"
 #include "nn/activation.hpp"
 #include "optim/eager_optimizer.hpp"
@@ -115,19 +116,19 @@ public:
         activate_device();
         std::vector<float> store(static_cast<size_t>(layout().count), 0.0f);
         scatter_weights(model(), layout(), weights, store.data());
-        upload(params_, store);
+        upload(buffers_.weights, store);
         round_working_weights();
     }
 
     ModelWeights weights() const override {
         activate_device();
-        return gather_weights(model(), layout(), download(params_, layout().count).data());
+        return gather_weights(model(), layout(), download(buffers_.weights, layout().count).data());
     }
 
     ModelWeights gradients() const override {
         activate_device();
         if (grads_stale_) throw Error("gradients read after zero_grad() without a micro-batch");
-        return gather_weights(model(), layout(), download(grads_, layout().count).data());
+        return gather_weights(model(), layout(), download(buffers_.gradients, layout().count).data());
     }
 
     void zero_grad() override { grads_stale_ = true; }
@@ -150,7 +151,7 @@ public:
     double grad_norm_squared() override {
         activate_device();
         materialise_zero_grad();
-        sum_of_squares(grads_, layout().count, static_cast<double*>(workspace_at(plan_.norm_partials_offset)),
+        sum_of_squares(buffers_.gradients, layout().count, static_cast<double*>(workspace_at(plan_.norm_partials_offset)),
                        static_cast<double*>(workspace_at(plan_.norm_result_offset)), stream_);
         TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_ + 2, workspace_at(plan_.norm_result_offset), sizeof(double),
                                               cudaMemcpyDeviceToHost, stream_));
@@ -162,16 +163,16 @@ public:
         activate_device();
         materialise_zero_grad();
         OptimizerLaunch launch;
-        launch.params = params_;
-        launch.grads = grads_;
-        launch.state = state_;
+        launch.params = buffers_.weights;
+        launch.grads = buffers_.gradients;
+        launch.state = buffers_.optimizer_state;
         launch.n = layout().count;
         launch.decay_end = layout().decay_end;
-        launch.params_16 = params16_;
+        launch.params_16 = buffers_.working_weights;
         launch.type_16 = storage_type_for(plan_.graph.precision);
         if (!spec_.fused && has_eager_form(spec_.optimizer))
             optimizer_step_eager_device(spec_.optimizer, launch, lr, grad_multiplier, step,
-                                        plan_.graph.optimizer_tensors, optimizer_scratch_, stream_);
+                                        plan_.graph.optimizer_tensors, buffers_.optimizer_scratch, stream_);
         else
             optimizer_step_device(spec_.optimizer, launch, lr, grad_multiplier, step, stream_);
     }
@@ -208,7 +209,7 @@ public:
         one.count = 1;
         begin_micro_batch(one);
         forward(1);
-        const float* logits = read(loss_op.inputs[0], 1, input_staging_[0]);
+        const float* logits = read(loss_op.inputs[0], 1, buffers_.input_staging[0]);
         // A small synchronous copy: text sampling runs between updates, not inside one.
         TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(out, logits + row * m.classes,
                                               static_cast<size_t>(m.classes) * sizeof(float), cudaMemcpyDeviceToHost,
@@ -220,7 +221,7 @@ public:
     std::vector<NamedTensor> optimizer_state() const override {
         activate_device();
         const int64_t n = layout().count;
-        const std::vector<float> state = download(state_, n * plan_.graph.optimizer_slots);
+        const std::vector<float> state = download(buffers_.optimizer_state, n * plan_.graph.optimizer_slots);
         return optimizer_state_tensors(spec_.optimizer, state.data(), n);
     }
 
@@ -230,7 +231,7 @@ public:
         std::vector<float> state(static_cast<size_t>(n * plan_.graph.optimizer_slots));
         optimizer_init_state(spec_.optimizer, state.data(), n);
         load_optimizer_state_tensors(spec_.optimizer, tensors, state.data(), n);
-        upload(state_, state);
+        upload(buffers_.optimizer_state, state);
     }
 
     // The graphs' own device memory (cudaGraphInstantiate's) is the driver's, outside the
@@ -270,7 +271,7 @@ private:
     const ModelDesc& model() const { return plan_.graph.model; }
     const ParamLayout& layout() const { return plan_.graph.params; }
     void activate_device() const { TRAINBENCH_CUDA_CHECK(cudaSetDevice(device_)); }
-    void* workspace_at(int64_t offset) const { return static_cast<char*>(workspace_.ptr) + offset; }
+    void* workspace_at(int64_t offset) const { return buffers_.device_workspace + offset; }
 
     void create_resources() {
         TRAINBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -279,18 +280,13 @@ private:
         gemm_ = std::make_unique<GemmRunner>();
         TRAINBENCH_CUBLAS_CHECK(cublasCreate(&blas_));
 
-        // Persistent buffers in the plan's order (see DevicePlan).
-        const std::vector<PlannedBuffer>& p = plan_.persistent;
-        persistent_.reserve(p.size());
-        for (const PlannedBuffer& b : p) persistent_.push_back(allocator_.allocate(b.bytes, b.category));
-        size_t next = 0;
-        params_ = static_cast<float*>(persistent_[next++].ptr);
-        if (plan_.graph.sixteen_bit()) params16_ = persistent_[next++].ptr;
-        grads_ = static_cast<float*>(persistent_[next++].ptr);
-        if (plan_.graph.optimizer_slots > 0) state_ = static_cast<float*>(persistent_[next++].ptr);
-        if (plan_.graph.optimizer_scratch_floats > 0) optimizer_scratch_ = static_cast<float*>(persistent_[next++].ptr);
-        if (plan_.preload_bytes > 0) preload_ = static_cast<char*>(persistent_[next++].ptr);
-        workspace_ = persistent_.back();
+        // Persistent buffers, each bound by its role (see DevicePlan).
+        buffers_ = BufferBindings(plan_.graph);
+        persistent_.reserve(plan_.persistent.size());
+        for (const PlannedBuffer& b : plan_.persistent) {
+            persistent_.push_back(allocator_.allocate(b.bytes, b.category));
+            buffers_.bind(b, persistent_.back().ptr);
+        }
 
         // cuBLASLt (linear layers) and cuBLAS (attention) share one workspace: both run on the
         // one stream, so their uses never overlap. cublasSetStream resets a handle's workspace,
@@ -303,14 +299,14 @@ private:
         TRAINBENCH_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
 
         const int64_t n = layout().count;
-        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(params_, 0, n * sizeof(float), stream_));
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(buffers_.weights, 0, n * sizeof(float), stream_));
         round_working_weights();
-        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_, 0, n * sizeof(float), stream_));
-        if (state_ != nullptr) {
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients, 0, n * sizeof(float), stream_));
+        if (buffers_.optimizer_state != nullptr) {
             const float initial = spec_.optimizer.kind == OptimizerKind::adagrad
                                       ? static_cast<float>(spec_.optimizer.initial_accumulator_value)
                                       : 0.0f;
-            fill_f32(state_, initial, n * plan_.graph.optimizer_slots, stream_);
+            fill_f32(buffers_.optimizer_state, initial, n * plan_.graph.optimizer_slots, stream_);
         }
 
         // Page-locked staging, so the uploads run asynchronously on the stream.
@@ -324,14 +320,12 @@ private:
             TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_targets_, samples * sizeof(float)));
         }
         TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_results_, 4 * sizeof(double)));
-        if (preload_ != nullptr) {
+        if (buffers_.preloaded_split != nullptr) {
             TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_indices_, samples * sizeof(int64_t)));
             upload_train_split();
         }
 
-        tensors_.assign(m.tensors.size(), nullptr);
         relu_in_epilogue_.assign(m.ops.size(), 0);
-        slots_.assign(plan_.graph.slot_elements.size(), nullptr);
         step_blocks_.reserve(plan_.per_micro_batch.size());
         // Room for every pass's buffer list, so replaying allocates nothing on the host.
         captured_.reserve(kCapturedPasses);
@@ -391,7 +385,7 @@ private:
     void upload_train_split() {
         const DataSplit& train = spec_.preload->train;
         auto copy = [this](int64_t offset, const void* host, size_t bytes) {
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(preload_ + offset, host, bytes, cudaMemcpyHostToDevice, stream_));
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(buffers_.preloaded_split + offset, host, bytes, cudaMemcpyHostToDevice, stream_));
         };
         if (!train.pixels_u8.empty())
             copy(plan_.preload_features_offset, train.pixels_u8.data(), train.pixels_u8.size());
@@ -406,17 +400,17 @@ private:
 
     // 16-bit runs: the working copy the products read, rounded from the master weights.
     void round_working_weights() {
-        if (params16_ != nullptr) convert_from_f32(params_, params16_, storage_type_for(plan_.graph.precision), layout().count, stream_);
+        if (buffers_.working_weights != nullptr) convert_from_f32(buffers_.weights, buffers_.working_weights, storage_type_for(plan_.graph.precision), layout().count, stream_);
     }
 
     void materialise_zero_grad() {
         if (!grads_stale_) return;
-        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(grads_, 0, layout().count * sizeof(float), stream_));
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients, 0, layout().count * sizeof(float), stream_));
         grads_stale_ = false;
     }
 
     // Tensor t's buffer: fp32 values, or 16-bit codes where the plan stores it in 16 bits.
-    void* stored(int t) const { return tensors_[static_cast<size_t>(t)]; }
+    void* stored(int t) const { return buffers_.tensors[static_cast<size_t>(t)]; }
     // The type the products' operands have: the run's 16-bit type, or f32.
     StorageType products_type() const { return plan_.graph.sixteen_bit() ? storage_type_for(plan_.graph.precision) : StorageType::f32; }
     // --fused on in a 16-bit run: attention multiplies its 16-bit tensors in place on the tensor
@@ -438,68 +432,50 @@ private:
         return staging;
     }
     const float* input(const OpDesc& op, size_t k, int64_t samples) const {
-        return read(op.inputs[k], samples, input_staging_.at(k));
+        return read(op.inputs[k], samples, buffers_.input_staging.at(k));
     }
     // Where an op computes its output k: the tensor's buffer, or for a 16-bit tensor the fp32
     // staging that store_outputs rounds into it.
     float* output(const OpDesc& op, size_t k) const {
-        return plan_.graph.stored_16bit(op.outputs[k]) ? output_staging_.at(k) : tensor(op.outputs[k]);
+        return plan_.graph.stored_16bit(op.outputs[k]) ? buffers_.output_staging.at(k) : tensor(op.outputs[k]);
     }
     void store_outputs(const OpDesc& op, int64_t samples) const {
         for (size_t k = 0; k < op.outputs.size(); ++k)
             if (plan_.graph.stored_16bit(op.outputs[k]))
-                convert_from_f32(output_staging_.at(k), stored(op.outputs[k]), storage_type_for(plan_.graph.precision),
+                convert_from_f32(buffers_.output_staging.at(k), stored(op.outputs[k]), storage_type_for(plan_.graph.precision),
                                  tensor_count(op.outputs[k], samples), stream_);
     }
     // An output the backward reads again, widened into the staging it was computed in.
     const float* saved_output(const OpDesc& op, size_t k, int64_t samples) const {
-        return read(op.outputs[k], samples, output_staging_.at(k));
+        return read(op.outputs[k], samples, buffers_.output_staging.at(k));
     }
     // cuBLASLt's bias epilogue reads its bias in 16-byte units: biases at other offsets of the
     // parameter store are added by a separate pass.
     static bool epilogue_takes(const void* bias) { return reinterpret_cast<uintptr_t>(bias) % 16 == 0; }
     // A parameter's 16-bit working copy (16-bit runs).
     void* working_param(int p) const {
-        return static_cast<char*>(params16_) + layout().offset[static_cast<size_t>(p)] * storage_bytes(storage_type_for(plan_.graph.precision));
+        return reinterpret_cast<char*>(buffers_.working_weights) + layout().offset[static_cast<size_t>(p)] * storage_bytes(storage_type_for(plan_.graph.precision));
     }
     float* grad(int t) const {
         if (t < 0) return nullptr;
         const int64_t offset = plan_.graph.grad_offset[static_cast<size_t>(t)];
-        return offset < 0 ? nullptr : grad_block_ + offset;
+        return offset < 0 ? nullptr : buffers_.activation_gradients + offset;
     }
-    float* param(int p) const { return params_ + layout().offset[static_cast<size_t>(p)]; }
-    float* param_grad(int p) const { return grads_ + layout().offset[static_cast<size_t>(p)]; }
+    float* param(int p) const { return buffers_.weights + layout().offset[static_cast<size_t>(p)]; }
+    float* param_grad(int p) const { return buffers_.gradients + layout().offset[static_cast<size_t>(p)]; }
     int64_t tensor_count(int t, int64_t n) const { return model().tensors[static_cast<size_t>(t)].per_sample * n; }
 
-    // Takes the micro-batch's buffers in the plan's order.
+    // Takes the micro-batch's buffers, each bound by its role.
     void acquire_step_buffers() {
         if (!step_blocks_.empty()) {  // a pass that threw left them held
             TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
             end_micro_batch();
         }
-        size_t next = 0;
-        auto take = [&]() {
-            const PlannedBuffer& b = plan_.per_micro_batch[next++];
+        for (const PlannedBuffer& b : plan_.per_micro_batch) {
             step_blocks_.push_back(allocator_.allocate(b.bytes, b.category));
-            return step_blocks_.back().ptr;
-        };
-        const ModelDesc& m = model();
-        const GraphPlan& g = plan_.graph;
-        if (m.token_input) tokens_ = static_cast<int32_t*>(take());
-        for (size_t t = 0; t < m.tensors.size(); ++t)
-            if (g.tensor_slot[t] < 0 && g.tensor_alias[t] < 0) tensors_[t] = take();
-        for (auto& slot : slots_) slot = take();
-        for (size_t t = 0; t < m.tensors.size(); ++t)
-            if (g.tensor_slot[t] >= 0) tensors_[t] = slots_[static_cast<size_t>(g.tensor_slot[t])];
-        for (size_t t = 0; t < m.tensors.size(); ++t)  // in-place results share their input's storage
-            if (g.tensor_alias[t] >= 0) tensors_[t] = tensors_[static_cast<size_t>(g.tensor_alias[t])];
-        grad_block_ = static_cast<float*>(take());
-        scratch_ = static_cast<float*>(take());
-        if (g.sixteen_bit()) {
-            for (float*& staging : input_staging_) staging = static_cast<float*>(take());
-            for (float*& staging : output_staging_) staging = static_cast<float*>(take());
+            buffers_.bind(b, step_blocks_.back().ptr);
         }
-        if (plan_.attention_scratch_floats > 0) attention_scratch_ = static_cast<float*>(take());
+        buffers_.bind_tensor_views(plan_.graph);
     }
 
     // Takes the buffers and stages the micro-batch's inputs and labels.
@@ -514,7 +490,7 @@ private:
         // With --preload-device the loop hands over only rows of the train split (x is null).
         // Host values, when given, always win: validation batches carry indices too, but those
         // index the validation split, which is not on the device.
-        const bool gathered = !m.token_input && batch.x == nullptr && preload_ != nullptr && batch.indices != nullptr;
+        const bool gathered = !m.token_input && batch.x == nullptr && buffers_.preloaded_split != nullptr && batch.indices != nullptr;
         if (m.token_input ? batch.tokens == nullptr || batch.labels == nullptr
                           : !gathered && (batch.x == nullptr ||
                                           (classification ? batch.labels == nullptr : batch.targets == nullptr)))
@@ -525,11 +501,11 @@ private:
             const int64_t targets_at = plan_.graph.token_elements;
             std::memcpy(host_tokens_, batch.tokens, inputs * sizeof(int32_t));
             std::memcpy(host_tokens_ + targets_at, batch.labels, terms * sizeof(int32_t));
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(tokens_, host_tokens_, inputs * sizeof(int32_t),
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(buffers_.tokens, host_tokens_, inputs * sizeof(int32_t),
                                                   cudaMemcpyHostToDevice, stream_));
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(tokens_ + targets_at, host_tokens_ + targets_at,
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(buffers_.tokens + targets_at, host_tokens_ + targets_at,
                                                   terms * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-            labels_ = tokens_ + targets_at;
+            labels_ = buffers_.tokens + targets_at;
             return;
         }
         if (gathered) {
@@ -539,7 +515,7 @@ private:
         std::memcpy(host_inputs_, batch.x, inputs * sizeof(float));
         // A 16-bit input lands in input staging 0 (it is op 0's input) and is rounded from there.
         const bool round_input = plan_.graph.stored_16bit(0);
-        float* landing = round_input ? input_staging_[0] : tensor(0);
+        float* landing = round_input ? buffers_.input_staging[0] : tensor(0);
         TRAINBENCH_CUDA_CHECK(
             cudaMemcpyAsync(landing, host_inputs_, inputs * sizeof(float), cudaMemcpyHostToDevice, stream_));
         if (round_input) convert_from_f32(landing, stored(0), storage_type_for(plan_.graph.precision), inputs, stream_);
@@ -565,14 +541,14 @@ private:
         std::memcpy(host_indices_, batch.indices, count * sizeof(int64_t));
         TRAINBENCH_CUDA_CHECK(
             cudaMemcpyAsync(indices, host_indices_, count * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
-        const char* features = preload_ + plan_.preload_features_offset;
+        const char* features = buffers_.preloaded_split + plan_.preload_features_offset;
         if (!train.pixels_u8.empty())
             gather_columns_u8(reinterpret_cast<const uint8_t*>(features), indices, count, train.features, stored(0),
                               type_of(0), stream_);
         else
             gather_columns_f32(reinterpret_cast<const float*>(features), indices, count, train.features, stored(0),
                                type_of(0), stream_);
-        const char* labels = preload_ + plan_.preload_labels_offset;
+        const char* labels = buffers_.preloaded_split + plan_.preload_labels_offset;
         if (model().classes > 0) {
             labels_ = static_cast<int32_t*>(workspace_at(plan_.labels_offset));
             gather_labels(reinterpret_cast<const int32_t*>(labels), indices, count,
@@ -755,7 +731,7 @@ private:
                 break;
             case OpKind::embedding: {
                 const auto& wte = m.params[static_cast<size_t>(op.params[0])];
-                embedding_forward(tokens_, param(op.params[0]), param(op.params[1]), output(op, 0), n,
+                embedding_forward(buffers_.tokens, param(op.params[0]), param(op.params[1]), output(op, 0), n,
                                   op.rows_per_sample, wte.shape[1], stream_);
                 break;
             }
@@ -771,7 +747,7 @@ private:
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
                 if (on_16bit_operands(op)) {  // reads and writes the 16-bit storage itself
                     attention_forward_16bit(blas_, stored(op.inputs[0]), stored(op.outputs[0]), stored(op.outputs[1]),
-                                            attention_scratch_, storage_type_for(plan_.graph.precision), n, op.rows_per_sample, C, op.heads,
+                                            buffers_.attention_scratch, storage_type_for(plan_.graph.precision), n, op.rows_per_sample, C, op.heads,
                                             stream_);
                     return;
                 }
@@ -823,7 +799,7 @@ private:
         auto* sample_loss = static_cast<double*>(workspace_at(plan_.sample_loss_offset));
         auto* totals = static_cast<double*>(workspace_at(plan_.totals_offset));
         float* dlogits = with_gradient ? grad(in) : nullptr;
-        const float* values = read(in, n, input_staging_[0]);  // 16-bit outputs widened, as on the CPU
+        const float* values = read(in, n, buffers_.input_staging[0]);  // 16-bit outputs widened, as on the CPU
         if (op.kind == OpKind::cross_entropy) {
             const int64_t rows = plan_.graph.rows(op, n);
             auto* sample_correct = static_cast<int32_t*>(workspace_at(plan_.sample_correct_offset));
@@ -832,7 +808,7 @@ private:
                                       sample_loss, sample_correct, stream_);
             else
                 softmax_cross_entropy_eager(values, labels_, m.classes, rows, grad_scale, dlogits, sample_loss,
-                                            sample_correct, scratch_, stream_);
+                                            sample_correct, buffers_.kernel_scratch, stream_);
             sum_sample_losses(sample_loss, sample_correct, rows, totals, stream_);
         } else {
             mean_squared_error(values, StorageType::f32, static_cast<const float*>(workspace_at(plan_.targets_offset)),
@@ -878,8 +854,8 @@ private:
                 const bool sixteen = plan_.graph.sixteen_bit();
                 const void* dz = dout;
                 if (sixteen) {
-                    convert_from_f32(dout, output_staging_[0], storage_type_for(plan_.graph.precision), tensor_count(op.outputs[0], n), stream_);
-                    dz = output_staging_[0];
+                    convert_from_f32(dout, buffers_.output_staging[0], storage_type_for(plan_.graph.precision), tensor_count(op.outputs[0], n), stream_);
+                    dz = buffers_.output_staging[0];
                 }
                 const StorageType dz_type = sixteen ? storage_type_for(plan_.graph.precision) : StorageType::f32;
                 const cudaDataType_t operands = cuda_data_type(dz_type);
@@ -909,7 +885,7 @@ private:
             }
             case OpKind::embedding: {
                 const auto& wte = m.params[static_cast<size_t>(op.params[0])];
-                embedding_backward(dout, tokens_, param_grad(op.params[0]), param_grad(op.params[1]), n,
+                embedding_backward(dout, buffers_.tokens, param_grad(op.params[0]), param_grad(op.params[1]), n,
                                    op.rows_per_sample, wte.shape[1], wte.shape[0], accumulates_param(o, 0),
                                    accumulates_param(o, 1), stream_);
                 return;
@@ -919,7 +895,7 @@ private:
                 layernorm_backward(dout, stored(op.inputs[0]), type_of(op.inputs[0]), param(op.params[0]), tensor(op.outputs[1]),
                                    tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
                                    param_grad(op.params[1]), rows, C, accumulates_input(o, 0), accumulates_param(o, 0),
-                                   scratch_, stream_);
+                                   buffers_.kernel_scratch, stream_);
                 return;
             }
             case OpKind::attention: {
@@ -930,9 +906,9 @@ private:
                 if (on_16bit_operands(op)) {
                     // The output gradient rounded into output staging 0 (free in the backward), as
                     // for a linear op.
-                    convert_from_f32(dout, output_staging_[0], storage_type_for(plan_.graph.precision), count, stream_);
-                    attention_backward_16bit(blas_, output_staging_[0], stored(op.inputs[0]), stored(op.outputs[1]), dqkv,
-                                             attention_scratch_, storage_type_for(plan_.graph.precision), n, op.rows_per_sample, C, op.heads,
+                    convert_from_f32(dout, buffers_.output_staging[0], storage_type_for(plan_.graph.precision), count, stream_);
+                    attention_backward_16bit(blas_, buffers_.output_staging[0], stored(op.inputs[0]), stored(op.outputs[1]), dqkv,
+                                             buffers_.attention_scratch, storage_type_for(plan_.graph.precision), n, op.rows_per_sample, C, op.heads,
                                              stream_);
                     return;
                 }
@@ -940,10 +916,10 @@ private:
                 // CPU does (only this op reads it).
                 round_to_storage(grad(op.outputs[0]), products_type(), count, stream_);
                 if (spec_.fused)
-                    attention_backward(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, attention_scratch_,
+                    attention_backward(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, buffers_.attention_scratch,
                                        n, op.rows_per_sample, C, op.heads, stream_);
                 else
-                    attention_backward_eager(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, scratch_, n,
+                    attention_backward_eager(blas_, dout, input(op, 0, n), saved_output(op, 1, n), dqkv, buffers_.kernel_scratch, n,
                                              op.rows_per_sample, C, op.heads, products_type(), stream_);
                 return;
             }
@@ -971,13 +947,7 @@ private:
     cublasHandle_t blas_ = nullptr;
 
     std::vector<DeviceBlock> persistent_;
-    float* params_ = nullptr;       // fp32 weights: in 16-bit runs the master weights
-    void* params16_ = nullptr;      // 16-bit runs: the working copy the products read
-    float* grads_ = nullptr;
-    float* state_ = nullptr;
-    float* optimizer_scratch_ = nullptr;  // --fused off: the eager optimizer's temporaries
-    char* preload_ = nullptr;             // --preload-device: the train split (DevicePlan::preload_*)
-    DeviceBlock workspace_;
+    BufferBindings buffers_;  // the plan's buffers by role (the per-micro-batch ones while a pass holds them)
     // zero_grad() was called and no backward pass has run since: the next one overwrites the
     // gradients (first writers) instead of adding to them, as the CPU engine.
     bool grads_stale_ = false;
@@ -991,17 +961,9 @@ private:
 
     // The current micro-batch's buffers.
     std::vector<DeviceBlock> step_blocks_;
-    std::vector<void*> tensors_;  // fp32, or 16-bit codes where the plan stores the tensor in 16 bits
     // Per op: an activation its product's epilogue computed in the current pass (set by the
     // product each time it runs, so a fallback to separate passes is always seen).
     std::vector<char> relu_in_epilogue_;
-    std::vector<void*> slots_;
-    float* grad_block_ = nullptr;
-    float* scratch_ = nullptr;
-    std::array<float*, 2> input_staging_{};  // 16-bit runs only (GraphPlan's *_staging_floats)
-    std::array<float*, 2> output_staging_{};
-    float* attention_scratch_ = nullptr;  // fused attention's backward, one head at a time
-    int32_t* tokens_ = nullptr;
     const int32_t* labels_ = nullptr;
 
     // Page-locked host staging.
