@@ -14,7 +14,9 @@
 namespace trainbench {
 
 // The efficiency techniques that training guides list, each as one knob changed against a
-// baseline run. Guides claim an effect on speed and memory; the comparison measures it.
+// baseline run. Guides claim an effect on speed and memory; the comparison measures it. Each is
+// described once, in the technique table (technique_comparison.cpp): name, claim, how it runs
+// and how it changes the baseline.
 enum class Technique {
     baseline,
     batch_size,              // batch_size x2

@@ -1,7 +1,5 @@
 #include "model/model_desc.hpp"
 
-#include "trainbench/error.hpp"
-
 namespace trainbench {
 
 int64_t ParamDesc::numel() const {
@@ -27,20 +25,6 @@ int ModelDesc::find_param(const std::string& name) const {
     for (size_t i = 0; i < params.size(); ++i)
         if (params[i].name == name || (!params[i].alias.empty() && params[i].alias == name)) return static_cast<int>(i);
     return -1;
-}
-
-std::vector<int64_t> mlp_layer_sizes(const ModelDesc& model) {
-    if (model.family != ModelFamily::mlp) throw Error("this engine trains MLPs only; " + model.summary + " is not one");
-    std::vector<int64_t> sizes{model.input_per_sample};
-    for (const auto& op : model.ops)
-        if (op.kind == OpKind::linear) sizes.push_back(model.params[static_cast<size_t>(op.params[0])].shape[0]);
-    return sizes;
-}
-
-Activation mlp_activation(const ModelDesc& model) {
-    for (const auto& op : model.ops)
-        if (op.kind == OpKind::activation) return op.activation;
-    return Activation::relu;
 }
 
 }  // namespace trainbench

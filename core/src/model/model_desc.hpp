@@ -106,10 +106,4 @@ struct ModelDesc {
     int find_param(const std::string& name) const;
 };
 
-// An MLP's widths (input, hidden..., output) read back from its description, for the engines
-// whose buffers are still laid out per Linear layer. Throws Error for other families.
-std::vector<int64_t> mlp_layer_sizes(const ModelDesc& model);
-// The activation between an MLP's layers (relu when it has no hidden layer).
-Activation mlp_activation(const ModelDesc& model);
-
 }  // namespace trainbench

@@ -14,49 +14,6 @@
 
 namespace trainbench {
 
-std::string to_string(Technique technique) {
-    switch (technique) {
-        case Technique::baseline: return "baseline";
-        case Technique::batch_size: return "batch size";
-        case Technique::gradient_accumulation: return "gradient accumulation";
-        case Technique::gradient_checkpointing: return "gradient checkpointing";
-        case Technique::mixed_precision: return "mixed precision (bf16)";
-        case Technique::mixed_precision_fp16: return "mixed precision (fp16)";
-        case Technique::empty_cache: return "empty cache every N steps";
-        case Technique::optimizer_choice: return "optimizer choice";
-        case Technique::data_preloading: return "data preloading";
-        case Technique::fused_kernels: return "fused kernels (torch.compile)";
-        case Technique::peft_lora: return "PEFT (LoRA)";
-        case Technique::peft_qlora: return "PEFT (QLoRA, 4-bit base)";
-        case Technique::peft_dora: return "PEFT (DoRA)";
-        case Technique::data_parallel: return "data parallelism";
-        case Technique::zero_1: return "DeepSpeed ZeRO-1";
-        case Technique::zero_2: return "DeepSpeed ZeRO-2";
-        case Technique::pipeline: return "model parallelism (pipeline)";
-    }
-    return "unknown";
-}
-
-std::vector<Technique> all_techniques() {
-    return {Technique::baseline,
-            Technique::batch_size,
-            Technique::gradient_accumulation,
-            Technique::gradient_checkpointing,
-            Technique::mixed_precision,
-            Technique::mixed_precision_fp16,
-            Technique::empty_cache,
-            Technique::optimizer_choice,
-            Technique::data_preloading,
-            Technique::fused_kernels,
-            Technique::peft_lora,
-            Technique::peft_qlora,
-            Technique::peft_dora};
-}
-
-std::vector<Technique> multi_process_techniques() {
-    return {Technique::data_parallel, Technique::zero_1, Technique::zero_2, Technique::pipeline};
-}
-
 void add_process_rows(ComparisonOptions& options, const std::string& cli_program) {
     if (!several_processes_unavailable(2).empty()) return;
     for (Technique technique : multi_process_techniques()) options.techniques.push_back(technique);
@@ -64,34 +21,6 @@ void add_process_rows(ComparisonOptions& options, const std::string& cli_program
                                           const std::atomic<bool>* stop) {
         return run_in_processes(cli_program, config, data, observer, stop);
     };
-}
-
-TechniqueClaim claimed_effect(Technique technique) {
-    switch (technique) {
-        case Technique::baseline: return {"", ""};
-        case Technique::batch_size: return {"yes", "yes"};
-        case Technique::gradient_accumulation: return {"no", "yes"};
-        case Technique::gradient_checkpointing: return {"no", "yes"};
-        case Technique::mixed_precision:
-        case Technique::mixed_precision_fp16: return {"yes", "maybe"};
-        case Technique::empty_cache: return {"no (~10% slower)", "yes"};
-        case Technique::optimizer_choice: return {"yes", "yes"};
-        case Technique::data_preloading: return {"yes", "no"};
-        // torch.compile and PEFT as Hugging Face's single-GPU training guide lists them.
-        case Technique::fused_kernels: return {"yes", "no"};
-        case Technique::peft_lora: return {"no", "yes"};
-        // The QLoRA paper: the 4-bit base saves memory; each product dequantizes it first.
-        case Technique::peft_qlora: return {"no (slower)", "yes"};
-        // The DoRA paper: better accuracy at low rank, slower and more memory than LoRA.
-        case Technique::peft_dora: return {"no (slower)", "yes"};
-        // Not in the guide's table: more workers on the same global batch.
-        case Technique::data_parallel: return {"yes", "no"};
-        case Technique::zero_1:
-        case Technique::zero_2: return {"no", "yes"};
-        // The guide: for models too large for one device; its stages wait for each other.
-        case Technique::pipeline: return {"no (bubble)", "yes (per process)"};
-    }
-    return {};
 }
 
 // Sized on the 2-core reference machine: a default update (Fashion-MNIST, 784-256x4-10, batch
@@ -120,23 +49,6 @@ std::string arrow(const std::string& what, const std::string& from, const std::s
 }
 
 std::string on_off(bool on) { return on ? "on" : "off"; }
-
-// The rows of several processes: the one-process baseline on 2, the baseline's threads shared
-// among them (0 already divides the cores).
-RunConfig on_two_processes(const RunConfig& base, Technique technique) {
-    if (base.processes != 1)
-        throw Error(to_string(technique) + ": the baseline already runs " + std::to_string(base.processes) +
-                    " processes; compare from --processes 1");
-    RunConfig variant = base;
-    variant.processes = 2;
-    if (base.threads > 1) variant.threads = static_cast<int>(base.threads / variant.processes);
-    return variant;
-}
-
-// The rows that fine-tune a GPT with adapters: other models have none.
-bool is_peft(Technique technique) {
-    return technique == Technique::peft_lora || technique == Technique::peft_qlora || technique == Technique::peft_dora;
-}
 
 double percent_change(double value, double reference) {
     if (!(reference > 0.0) || !std::isfinite(value)) return std::numeric_limits<double>::quiet_NaN();
@@ -245,118 +157,192 @@ std::string signed_percent(double value) {
     return buffer;
 }
 
+// How a row changes the baseline: writes the variant and returns the change in words.
+using ApplyTechnique = std::string (*)(const RunConfig& base, RunConfig& variant, const ComparisonOptions& options);
+
+// One row of the technique table: what it is called, what the guides claim it buys, whether it
+// runs in several processes or adapts a GPT only, and how it changes the baseline.
+struct TechniqueEntry {
+    Technique technique;
+    const char* name;
+    TechniqueClaim claim;
+    bool several_processes = false;
+    bool gpt_only = false;  // the PEFT rows: adapters on a GPT's attention and MLP layers
+    ApplyTechnique apply;
+};
+
+// The rows of several processes: the one-process baseline on 2, the baseline's threads shared
+// among them (0 already divides the cores).
+std::string on_two_processes(const RunConfig& base, RunConfig& variant, const std::string& name) {
+    if (base.processes != 1)
+        throw Error(name + ": the baseline already runs " + std::to_string(base.processes) +
+                    " processes; compare from --processes 1");
+    variant.processes = 2;
+    if (base.threads > 1) variant.threads = static_cast<int>(base.threads / variant.processes);
+    return arrow("processes", "1", "2");
+}
+
+std::string data_parallel_rows(const RunConfig& base, RunConfig& variant, int zero, const char* name) {
+    const std::string processes = on_two_processes(base, variant, name);
+    variant.zero = zero;
+    validate(variant);
+    return processes + (zero > 0 ? " + zero 0 -> " + std::to_string(zero) : std::string()) +
+           " (same global batch; memory per process)";
+}
+
+std::string mixed_precision_row(const RunConfig& base, RunConfig& variant, Precision sixteen) {
+    variant.precision = base.precision == sixteen ? Precision::fp32 : sixteen;
+    return arrow("precision", to_string(base.precision), to_string(variant.precision));
+}
+
+// In table order: `compare` and the app's "Measure techniques" list the rows so. The claims are
+// the guide's (issue 4's table); the rows it does not list say where theirs come from.
+const std::vector<TechniqueEntry>& technique_table() {
+    using Options = ComparisonOptions;
+    static const std::vector<TechniqueEntry> table{
+        {Technique::baseline, "baseline", {"", ""}, false, false,
+         [](const RunConfig&, RunConfig&, const Options&) { return std::string("as configured"); }},
+        {Technique::batch_size, "batch size", {"yes", "yes"}, false, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             variant.batch_size = base.batch_size * 2;
+             return arrow("batch_size", std::to_string(base.batch_size), std::to_string(variant.batch_size));
+         }},
+        {Technique::gradient_accumulation, "gradient accumulation", {"no", "yes"}, false, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             variant.step_size = std::min(base.step_size * 4, base.batch_size);
+             if (variant.step_size == base.step_size)
+                 throw Error("gradient accumulation: step_size " + std::to_string(base.step_size) +
+                             " already equals batch_size; use a larger --batch-size to compare");
+             return arrow("step_size", std::to_string(base.step_size), std::to_string(variant.step_size)) +
+                    " (same global batch " + std::to_string(base.batch_size) + ")";
+         }},
+        {Technique::gradient_checkpointing, "gradient checkpointing", {"no", "yes"}, false, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             variant.gradient_checkpointing = !base.gradient_checkpointing;
+             return arrow("gradient_checkpointing", on_off(base.gradient_checkpointing),
+                          on_off(variant.gradient_checkpointing));
+         }},
+        {Technique::mixed_precision, "mixed precision (bf16)", {"yes", "maybe"}, false, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             return mixed_precision_row(base, variant, Precision::bf16);
+         }},
+        {Technique::mixed_precision_fp16, "mixed precision (fp16)", {"yes", "maybe"}, false, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             return mixed_precision_row(base, variant, Precision::fp16);
+         }},
+        {Technique::empty_cache, "empty cache every N steps", {"no (~10% slower)", "yes"}, false, false,
+         [](const RunConfig& base, RunConfig& variant, const Options& options) {
+             variant.empty_cache_steps = base.empty_cache_steps == 0 ? options.empty_cache_steps : 0;
+             return variant.empty_cache_steps > 0
+                        ? "empty cache every " + std::to_string(variant.empty_cache_steps) +
+                              (variant.empty_cache_steps == 1 ? " update" : " updates")
+                        : "empty cache never (baseline every " + std::to_string(base.empty_cache_steps) + ")";
+         }},
+        {Technique::optimizer_choice, "optimizer choice", {"yes", "yes"}, false, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             variant.optimizer.kind = base.optimizer.kind == OptimizerKind::adam ? OptimizerKind::sgd : OptimizerKind::adam;
+             return arrow("optimizer", to_string(base.optimizer.kind), to_string(variant.optimizer.kind));
+         }},
+        {Technique::data_preloading, "data preloading", {"yes", "no"}, false, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             variant.prefetch = base.prefetch == 0 ? 2 : 0;
+             return arrow("prefetch", std::to_string(base.prefetch), std::to_string(variant.prefetch));
+         }},
+        // torch.compile and PEFT as Hugging Face's single-GPU training guide lists them.
+        {Technique::fused_kernels, "fused kernels (torch.compile)", {"yes", "no"}, false, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             variant.fused = base.fused == FusedKernels::on ? FusedKernels::off : FusedKernels::on;
+             validate(variant);
+             return arrow("fused", to_string(base.fused), to_string(variant.fused));
+         }},
+        {Technique::peft_lora, "PEFT (LoRA)", {"no", "yes"}, false, true,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             variant.lora_rank = base.lora_rank == 0 ? 8 : 0;
+             validate(variant);
+             return arrow("lora_rank", std::to_string(base.lora_rank), std::to_string(variant.lora_rank)) +
+                    (variant.lora_rank > 0 ? " (base frozen, adapters on " + variant.lora_targets + ")" : "");
+         }},
+        // The QLoRA paper: the 4-bit base saves memory; each product dequantizes it first.
+        {Technique::peft_qlora, "PEFT (QLoRA, 4-bit base)", {"no (slower)", "yes"}, false, true,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             // LoRA at the baseline's rank (8 without one) with the base in 4 bits, or back in
+             // full where the baseline already quantizes it.
+             const bool quantized = base.lora_rank > 0 && base.lora_base == LoraBase::nf4;
+             variant.lora_rank = base.lora_rank > 0 ? base.lora_rank : 8;
+             variant.lora_base = quantized ? LoraBase::full : LoraBase::nf4;
+             validate(variant);
+             return (base.lora_rank == 0 ? arrow("lora_rank", "0", std::to_string(variant.lora_rank)) + ", " : "") +
+                    arrow("lora_base", to_string(base.lora_base), to_string(variant.lora_base)) +
+                    (quantized ? "" : " (base frozen in NF4, adapters on " + variant.lora_targets + ")");
+         }},
+        // The DoRA paper: better accuracy at low rank, slower and more memory than LoRA.
+        {Technique::peft_dora, "PEFT (DoRA)", {"no (slower)", "yes"}, false, true,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             // LoRA at the baseline's rank (8 without one) as DoRA, or plain LoRA where the
+             // baseline already is DoRA; a 4-bit base is left in full (no QDoRA).
+             variant.lora_rank = base.lora_rank > 0 ? base.lora_rank : 8;
+             variant.dora = !(base.lora_rank > 0 && base.dora);
+             if (variant.dora) variant.lora_base = LoraBase::full;
+             validate(variant);
+             return (base.lora_rank == 0 ? arrow("lora_rank", "0", std::to_string(variant.lora_rank)) + ", " : "") +
+                    arrow("dora", on_off(base.dora && base.lora_rank > 0), on_off(variant.dora)) +
+                    (base.lora_base != variant.lora_base ? ", lora_base nf4 -> full" : "");
+         }},
+        // Not in the guide's table: more workers on the same global batch.
+        {Technique::data_parallel, "data parallelism", {"yes", "no"}, true, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             return data_parallel_rows(base, variant, 0, "data parallelism");
+         }},
+        {Technique::zero_1, "DeepSpeed ZeRO-1", {"no", "yes"}, true, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             return data_parallel_rows(base, variant, 1, "DeepSpeed ZeRO-1");
+         }},
+        {Technique::zero_2, "DeepSpeed ZeRO-2", {"no", "yes"}, true, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             return data_parallel_rows(base, variant, 2, "DeepSpeed ZeRO-2");
+         }},
+        // The guide: for models too large for one device; its stages wait for each other.
+        {Technique::pipeline, "model parallelism (pipeline)", {"no (bubble)", "yes (per process)"}, true, false,
+         [](const RunConfig& base, RunConfig& variant, const Options&) {
+             on_two_processes(base, variant, "model parallelism (pipeline)");
+             variant.pipeline_stages = 2;
+             validate(variant);
+             return arrow("pipeline_stages", "1", "2") + " (" + to_string(variant.pipeline_schedule) +
+                    ", a process each; same global batch; memory of process 0's stage)";
+         }},
+    };
+    return table;
+}
+
+const TechniqueEntry& entry(Technique technique) {
+    for (const TechniqueEntry& e : technique_table())
+        if (e.technique == technique) return e;
+    throw Error("internal: technique " + std::to_string(static_cast<int>(technique)) + " is not in the table");
+}
+
+std::vector<Technique> techniques_where(bool several_processes) {
+    std::vector<Technique> out;
+    for (const TechniqueEntry& e : technique_table())
+        if (e.several_processes == several_processes) out.push_back(e.technique);
+    return out;
+}
+
+bool is_gpt_only(Technique technique) { return entry(technique).gpt_only; }
+
 }  // namespace
 
-RunConfig technique_variant(const RunConfig& base, Technique technique,
-                            const ComparisonOptions& options, std::string* change) {
-    if (is_peft(technique) && base.model != ModelFamily::gpt)
-        throw Error(to_string(technique) + " adapts a GPT's attention and MLP layers; compare with --model gpt");
+std::string to_string(Technique technique) { return entry(technique).name; }
+TechniqueClaim claimed_effect(Technique technique) { return entry(technique).claim; }
+std::vector<Technique> all_techniques() { return techniques_where(false); }
+std::vector<Technique> multi_process_techniques() { return techniques_where(true); }
+
+RunConfig technique_variant(const RunConfig& base, Technique technique, const ComparisonOptions& options,
+                            std::string* change) {
+    const TechniqueEntry& row = entry(technique);
+    if (row.gpt_only && base.model != ModelFamily::gpt)
+        throw Error(std::string(row.name) + " adapts a GPT's attention and MLP layers; compare with --model gpt");
     RunConfig variant = base;
-    std::string description;
-    switch (technique) {
-        case Technique::baseline:
-            description = "as configured";
-            break;
-        case Technique::batch_size:
-            variant.batch_size = base.batch_size * 2;
-            description = arrow("batch_size", std::to_string(base.batch_size),
-                                std::to_string(variant.batch_size));
-            break;
-        case Technique::gradient_accumulation: {
-            variant.step_size = std::min(base.step_size * 4, base.batch_size);
-            if (variant.step_size == base.step_size)
-                throw Error("gradient accumulation: step_size " + std::to_string(base.step_size) +
-                            " already equals batch_size; use a larger --batch-size to compare");
-            description = arrow("step_size", std::to_string(base.step_size),
-                                std::to_string(variant.step_size)) +
-                          " (same global batch " + std::to_string(base.batch_size) + ")";
-            break;
-        }
-        case Technique::gradient_checkpointing:
-            variant.gradient_checkpointing = !base.gradient_checkpointing;
-            description = arrow("gradient_checkpointing", on_off(base.gradient_checkpointing),
-                                on_off(variant.gradient_checkpointing));
-            break;
-        case Technique::mixed_precision:
-        case Technique::mixed_precision_fp16: {
-            const Precision sixteen = technique == Technique::mixed_precision ? Precision::bf16 : Precision::fp16;
-            variant.precision = base.precision == sixteen ? Precision::fp32 : sixteen;
-            description = arrow("precision", to_string(base.precision), to_string(variant.precision));
-            break;
-        }
-        case Technique::empty_cache:
-            variant.empty_cache_steps = base.empty_cache_steps == 0 ? options.empty_cache_steps : 0;
-            description = variant.empty_cache_steps > 0
-                              ? "empty cache every " + std::to_string(variant.empty_cache_steps) +
-                                    (variant.empty_cache_steps == 1 ? " update" : " updates")
-                              : "empty cache never (baseline every " +
-                                    std::to_string(base.empty_cache_steps) + ")";
-            break;
-        case Technique::optimizer_choice:
-            variant.optimizer.kind = base.optimizer.kind == OptimizerKind::adam ? OptimizerKind::sgd
-                                                                              : OptimizerKind::adam;
-            description = arrow("optimizer", to_string(base.optimizer.kind),
-                                to_string(variant.optimizer.kind));
-            break;
-        case Technique::data_preloading:
-            variant.prefetch = base.prefetch == 0 ? 2 : 0;
-            description = arrow("prefetch", std::to_string(base.prefetch), std::to_string(variant.prefetch));
-            break;
-        case Technique::fused_kernels:
-            variant.fused = base.fused == FusedKernels::on ? FusedKernels::off : FusedKernels::on;
-            description = arrow("fused", to_string(base.fused), to_string(variant.fused));
-            validate(variant);
-            break;
-        case Technique::peft_lora:
-            variant.lora_rank = base.lora_rank == 0 ? 8 : 0;
-            description = arrow("lora_rank", std::to_string(base.lora_rank), std::to_string(variant.lora_rank)) +
-                          (variant.lora_rank > 0 ? " (base frozen, adapters on " + variant.lora_targets + ")" : "");
-            validate(variant);
-            break;
-        case Technique::peft_qlora: {
-            // LoRA at the baseline's rank (8 without one) with the base in 4 bits, or back in full
-            // where the baseline already quantizes it.
-            const bool quantized = base.lora_rank > 0 && base.lora_base == LoraBase::nf4;
-            variant.lora_rank = base.lora_rank > 0 ? base.lora_rank : 8;
-            variant.lora_base = quantized ? LoraBase::full : LoraBase::nf4;
-            description = (base.lora_rank == 0 ? arrow("lora_rank", "0", std::to_string(variant.lora_rank)) + ", " : "") +
-                          arrow("lora_base", to_string(base.lora_base), to_string(variant.lora_base)) +
-                          (quantized ? "" : " (base frozen in NF4, adapters on " + variant.lora_targets + ")");
-            validate(variant);
-            break;
-        }
-        case Technique::peft_dora: {
-            // LoRA at the baseline's rank (8 without one) as DoRA, or plain LoRA where the
-            // baseline already is DoRA; a 4-bit base is left in full (no QDoRA).
-            variant.lora_rank = base.lora_rank > 0 ? base.lora_rank : 8;
-            variant.dora = !(base.lora_rank > 0 && base.dora);
-            if (variant.dora) variant.lora_base = LoraBase::full;
-            description = (base.lora_rank == 0 ? arrow("lora_rank", "0", std::to_string(variant.lora_rank)) + ", " : "") +
-                          arrow("dora", on_off(base.dora && base.lora_rank > 0), on_off(variant.dora)) +
-                          (base.lora_base != variant.lora_base ? ", lora_base nf4 -> full" : "");
-            validate(variant);
-            break;
-        }
-        case Technique::data_parallel:
-        case Technique::zero_1:
-        case Technique::zero_2: {
-            variant = on_two_processes(base, technique);
-            variant.zero = technique == Technique::zero_1 ? 1 : technique == Technique::zero_2 ? 2 : 0;
-            description = arrow("processes", "1", "2") +
-                          (variant.zero > 0 ? " + zero 0 -> " + std::to_string(variant.zero) : std::string()) +
-                          " (same global batch; memory per process)";
-            validate(variant);
-            break;
-        }
-        case Technique::pipeline: {
-            variant = on_two_processes(base, technique);
-            variant.pipeline_stages = 2;
-            description = arrow("pipeline_stages", "1", "2") + " (" + to_string(variant.pipeline_schedule) +
-                          ", a process each; same global batch; memory of process 0's stage)";
-            validate(variant);
-            break;
-        }
-    }
+    const std::string description = row.apply(base, variant, options);
     if (change) *change = description;
     return variant;
 }
@@ -375,7 +361,7 @@ std::vector<ComparisonRow> compare_techniques(const RunConfig& base_config,
     std::vector<Technique> techniques = options.techniques;
     // LoRA adapts a GPT's layers: other models have no rows for it.
     if (base.model != ModelFamily::gpt)
-        std::erase_if(techniques, is_peft);
+        std::erase_if(techniques, is_gpt_only);
     // Every change is measured against the baseline, so it always runs, and first.
     techniques.erase(std::remove(techniques.begin(), techniques.end(), Technique::baseline),
                      techniques.end());

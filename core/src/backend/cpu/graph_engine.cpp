@@ -15,9 +15,9 @@
 // storage, except where a kernel reads and writes the storage itself (oneDNN's bf16 products,
 // fused attention). The products read the 16-bit working copy and their output gradient rounded
 // to 16 bits (16-bit inputs, fp32 accumulation, as tensor cores multiply); LayerNorm and the
-// embedding read the fp32 master weights, as torch's autocast leaves those ops in fp32. These
-// are the layer-chain MLP engine's rounding points, which this executor replaced bit for bit
-// (tests/core/test_mlp_goldens.cpp, with Eigen's products).
+// embedding read the fp32 master weights, as torch's autocast leaves those ops in fp32.
+// tests/core/test_mlp_goldens.cpp pins an MLP's weights at these rounding points, bit for bit
+// (with Eigen's products).
 #include <algorithm>
 #include <array>
 #include <chrono>
