@@ -18,7 +18,7 @@ private slots:
         };
         const QList<Case> cases = {
             {{"train", "--model", "cnn", "--dataset", "spirals"}, "--model cnn reads images; use --dataset fashion-mnist"},
-            {{"train", "--model", "cnn", "--device", "cuda"}, "run on the CPU engine only for now; use --device cpu"},
+            {{"train", "--model", "cnn", "--device", "cuda"}, "the CUDA engine has no convolution kernels yet: train the CNN with --device cpu"},
             {{"train", "--model", "cnn", "--channels", "8,8,8,8,8", "--max-steps", "1"},
              "--channels has 5 entries, but 4 blocks already halve a 28x28 image below 2x2 pixels; use at most 4 entries"},
             {{"train", "--model", "cnn", "--channels", "0"}, "--channels"},

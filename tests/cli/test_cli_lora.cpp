@@ -211,7 +211,7 @@ private slots:
         const QList<Case> cases = {
             {small_gpt({"--lora-rank", "4", "--lora-targets", "attn,q_proj"}),
              "invalid --lora-targets: unknown LoRA target 'q_proj'; use c_attn, c_proj, c_fc, attn or mlp"},
-            {small_gpt({"--lora-rank", "4", "--device", "cuda"}), "LoRA runs on the CPU engine only for now"},
+            {small_gpt({"--lora-rank", "4", "--device", "cuda"}), "the CUDA engine has no LoRA kernels yet"},
             {small_gpt({"--save-adapters", scratch_.filePath("a.safetensors")}),
              "there are no adapters to save without LoRA; add --model gpt --lora-rank R"},
             {small_gpt({"--lora-rank", "-1"}), "--lora-rank"},

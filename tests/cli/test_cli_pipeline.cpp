@@ -312,7 +312,7 @@ private slots:
         QTest::newRow("unknown schedule") << (gpt + QStringList{"--pipeline-stages", "2", "--processes", "2", "--pipeline-schedule", "zigzag"})
                                           << "expected 1f1b or gpipe";
         QTest::newRow("cuda") << (gpt + QStringList{"--pipeline-stages", "2", "--processes", "2", "--device", "cuda"})
-                              << "pipeline stages run on the CPU engine only for now";
+                              << "the CUDA engine runs no pipeline stages yet";
     }
     void wrongSettingsGetOneLine() {
         QFETCH(QStringList, flags);

@@ -1,11 +1,14 @@
 #include "backend/compute_engine.hpp"
 
+#include "backend/backend_support.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
 
+// An engine without a way of training says so as the config's check would have
+// (backend/backend_support.hpp): that check refuses such runs first.
 void ComputeEngine::sum_gradients(ProcessGroup&) {
-    throw Error("this engine does not train in several processes; use --device cpu or --processes 1");
+    throw Error(unsupported_feature(Backend::cuda, TrainingFeature::several_processes));
 }
 
 ModelWeights ComputeEngine::gradients() const { throw Error("this engine does not read its gradients back"); }
@@ -23,7 +26,7 @@ void ComputeEngine::logits_row(const MicroBatch&, int64_t, float*) {
 }
 
 namespace {
-[[noreturn]] void no_pipeline_stages() { throw Error("this engine runs no pipeline stages; use --device cpu or --pipeline-stages 1"); }
+[[noreturn]] void no_pipeline_stages() { throw Error(unsupported_feature(Backend::cuda, TrainingFeature::pipeline_stages)); }
 }  // namespace
 
 float* ComputeEngine::stage_input() { no_pipeline_stages(); }

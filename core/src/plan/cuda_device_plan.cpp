@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "backend/backend_support.hpp"
 #include "trainbench/error.hpp"
 
 namespace trainbench {
@@ -23,11 +24,7 @@ int64_t take(int64_t& cursor, int64_t bytes) {
 }  // namespace
 
 DevicePlan make_device_plan(const EngineSpec& spec) {
-    for (const OpDesc& op : spec.model.ops)
-        if (op.kind == OpKind::conv2d || op.kind == OpKind::max_pool) throw Error(kNoConvolutions);
-    for (const OpDesc& op : spec.model.ops)
-        if (op.kind == OpKind::lora_linear) throw Error(kNoLora);
-    if (spec.model.input_gradient || spec.model.ops.back().kind == OpKind::pipeline_output) throw Error(kNoPipeline);
+    if (std::string why = unsupported_in(Backend::cuda, spec.model); !why.empty()) throw Error(why);
     DevicePlan plan;
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
     // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too, and

@@ -13,14 +13,6 @@
 
 namespace trainbench::cuda {
 
-// Why the CUDA engine refuses a model (make_device_plan throws them; the engine's op switch too).
-inline constexpr const char* kNoConvolutions =
-    "the CUDA engine has no convolution kernels yet: train the CNN with --device cpu, or use --model mlp on the GPU";
-inline constexpr const char* kNoPipeline =
-    "the CUDA engine runs no pipeline stages yet: use --device cpu with --pipeline-stages, or leave it at 1 on the GPU";
-inline constexpr const char* kNoLora =
-    "the CUDA engine has no LoRA kernels yet: fine-tune with --device cpu, or leave out --lora-rank on the GPU";
-
 // What the device holds for one EngineSpec.
 struct DevicePlan {
     GraphPlan graph;
@@ -61,7 +53,7 @@ struct DevicePlan {
     }
 };
 
-// Throws Error for a model the CUDA engine has no kernels for (convolutions, LoRA).
+// Throws Error for a model the CUDA engine has no kernels for (backend/backend_support.hpp).
 DevicePlan make_device_plan(const EngineSpec& spec);
 
 }  // namespace trainbench::cuda

@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/backend_support.hpp"
 #include "model/build_model.hpp"
 #include "model/pipeline_stages.hpp"
 #include "parallel/pipeline_schedule.hpp"
@@ -85,7 +86,7 @@ EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_
     return spec;
 }
 
-bool is_cuda_device(const std::string& device) { return device.rfind("cuda", 0) == 0; }
+bool is_cuda_device(const std::string& device) { return backend_for_device(device) == Backend::cuda; }
 
 int cuda_device_index(const std::string& device) {
     const auto colon = device.find(':');

@@ -14,6 +14,7 @@
 #include <utility>
 #include <variant>
 
+#include "backend/backend_support.hpp"
 #include "data/text_corpus.hpp"
 #include "model/build_model.hpp"
 #include "trainbench/config_fields.hpp"
@@ -392,7 +393,9 @@ void validate(const RunConfig& c) {
     for (const ConfigField& field : config_fields())
         if (field.range && field.applies_to(c.model)) check_range(field, *field.range, c);
 
-    // What no single field's range says: formats, and rules between fields.
+    // What no single field's range says: formats, and rules between fields, and what the chosen
+    // device's backend runs (backend/backend_support.hpp).
+    const Backend backend = backend_for_device(c.device);
     if (c.dataset.empty())
         reject("dataset", "it is empty; choose spirals, moons, blobs, sine, fashion-mnist, "
                           "csv:PATH, idx:DIR, kjv or text:PATH");
@@ -407,8 +410,7 @@ void validate(const RunConfig& c) {
         if (c.dataset != "fashion-mnist" && c.dataset.rfind("idx:", 0) != 0)
             reject("dataset", "--model cnn reads images; use --dataset fashion-mnist or --dataset idx:DIR (or --model "
                               "mlp for '" + c.dataset + "')");
-        if (c.device != "cpu")
-            reject("device", "the CNN's convolutions run on the CPU engine only for now; use --device cpu or --model mlp");
+        if (std::string why = unsupported_op(backend, OpKind::conv2d); !why.empty()) reject("device", why);
     }
     // LoRA's fields belong to the GPT, but a rank or an adapters file asked for on another model
     // must not be ignored.
@@ -434,8 +436,7 @@ void validate(const RunConfig& c) {
             } catch (const Error& e) {
                 reject("lora_targets", e.what());
             }
-            if (c.device != "cpu")
-                reject("lora_rank", "LoRA runs on the CPU engine only for now; use --device cpu or leave out --lora-rank");
+            if (std::string why = unsupported_op(backend, OpKind::lora_linear); !why.empty()) reject("lora_rank", why);
             // Every target maps n_embd channels to 1, 3 or 4 times as many or back, so n_embd is
             // the largest rank its update B A can have: a higher rank only adds parameters.
             if (c.lora_rank > c.n_embd)
@@ -467,9 +468,8 @@ void validate(const RunConfig& c) {
             reject("pipeline_stages", std::to_string(c.pipeline_stages) + " stages are more than the model's " +
                                           std::to_string(units) + " " + unit + ", and each stage holds at least one: use "
                                           "--pipeline-stages " + std::to_string(units) + " or less, or a deeper model");
-        if (c.device != "cpu")
-            reject("pipeline_stages", "pipeline stages run on the CPU engine only for now; use --device cpu or "
-                                      "--pipeline-stages 1");
+        if (std::string why = unsupported_feature(backend, TrainingFeature::pipeline_stages); !why.empty())
+            reject("pipeline_stages", why);
         if (c.processes % c.pipeline_stages != 0)
             reject("pipeline_stages", "each of the " + std::to_string(c.pipeline_stages) +
                                           " stages runs in a process of its own: --processes " +
@@ -478,8 +478,8 @@ void validate(const RunConfig& c) {
     }
 
     if (c.processes > 1) {
-        if (c.device != "cpu")
-            reject("processes", "several processes train on the CPU only for now; use --device cpu or --processes 1");
+        if (std::string why = unsupported_feature(backend, TrainingFeature::several_processes); !why.empty())
+            reject("processes", why);
         if (c.batch_size < data_parallel_processes(c) * c.step_size)
             throw Error("batch_size (" + std::to_string(c.batch_size) + ") is smaller than processes x step_size (" +
                             std::to_string(data_parallel_processes(c)) + " x " + std::to_string(c.step_size) +
@@ -488,8 +488,8 @@ void validate(const RunConfig& c) {
                         "processes");
     }
 
-    if (c.zero > 0 && c.device != "cpu")
-        reject("zero", "ZeRO shards the CPU engine's optimizer state only for now; use --device cpu or --zero 0");
+    if (c.zero > 0)
+        if (std::string why = unsupported_feature(backend, TrainingFeature::zero); !why.empty()) reject("zero", why);
 
     // torch.optim.SGD's rule: Nesterov momentum needs momentum and no dampening.
     const OptimizerConfig& o = c.optimizer;

@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend_support.hpp"
 #include "backend/compute_engine.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/device_allocator.hpp"
@@ -782,10 +783,10 @@ private:
             }
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: return;  // the loss runs in loss()
-            case OpKind::conv2d:
-            case OpKind::max_pool: throw Error(kNoConvolutions);  // make_device_plan refuses such models first
-            case OpKind::lora_linear: throw Error(kNoLora);
-            case OpKind::pipeline_output: throw Error(kNoPipeline);
+            case OpKind::conv2d:  // make_device_plan refuses such models first
+            case OpKind::max_pool:
+            case OpKind::lora_linear:
+            case OpKind::pipeline_output: throw Error(unsupported_op(Backend::cuda, op.kind));
         }
         store_outputs(op, n);
     }
@@ -930,9 +931,9 @@ private:
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: return;
             case OpKind::conv2d:
-            case OpKind::max_pool: throw Error(kNoConvolutions);
-            case OpKind::lora_linear: throw Error(kNoLora);
-            case OpKind::pipeline_output: throw Error(kNoPipeline);
+            case OpKind::max_pool:
+            case OpKind::lora_linear:
+            case OpKind::pipeline_output: throw Error(unsupported_op(Backend::cuda, op.kind));
         }
     }
 
