@@ -121,6 +121,12 @@ struct GraphPlan {
     // and, in an update's first micro-batch, to each parameter's gradient.
     std::vector<std::vector<GradientWrite>> input_write;
     std::vector<std::vector<GradientWrite>> first_param_write;
+    // How op o's backward writes its parameter k's gradient: as planned in an update's first
+    // micro-batch (`first`) and into ZeRO-2's buckets, which start afresh each micro-batch; added
+    // to what earlier micro-batches left otherwise.
+    GradientWrite param_write(int o, size_t k, bool first) const {
+        return first || reduces_in_backward() ? first_param_write[static_cast<size_t>(o)][k] : GradientWrite::accumulate;
+    }
 
     // --fused on: element-wise ops computed inside a neighbour's kernel in the forward pass. A
     // product (linear, convolution) applies the activation that alone reads its output in its

@@ -963,11 +963,7 @@ private:
         }
     }
 
-    // Buckets start afresh each micro-batch; the flat gradient buffer only in an update's first.
-    GradientWrite param_write(int o, size_t k) const {
-        return grads_stale_ || plan_.reduces_in_backward() ? plan_.first_param_write[static_cast<size_t>(o)][k]
-                                                           : GradientWrite::accumulate;
-    }
+    GradientWrite param_write(int o, size_t k) const { return plan_.param_write(o, k, grads_stale_); }
 
     void backward_op(int o, int64_t n) {
         const OpDesc& op = plan_.model.ops[static_cast<size_t>(o)];

@@ -835,7 +835,7 @@ private:
 
     // Whether op o's backward adds to parameter k's gradient (else overwrites it).
     bool accumulates_param(int o, size_t k) const {
-        return !grads_stale_ || plan_.graph.first_param_write[static_cast<size_t>(o)][k] == GradientWrite::accumulate;
+        return plan_.graph.param_write(o, k, grads_stale_) == GradientWrite::accumulate;
     }
     bool accumulates_input(int o, size_t k) const {
         return plan_.graph.input_write[static_cast<size_t>(o)][k] == GradientWrite::accumulate;
