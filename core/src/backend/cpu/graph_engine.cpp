@@ -30,6 +30,7 @@
 
 #include "backend/compute_engine.hpp"
 #include "exec/buffer_bindings.hpp"
+#include "exec/graph_walk.hpp"
 #include "memory/tracking_arena.hpp"
 #include "model/param_layout.hpp"
 #include "nn/activation.hpp"
@@ -77,7 +78,7 @@ GraphPlan plan_for(const EngineSpec& spec) {
                             .in_flight = spec.pipeline_in_flight});
 }
 
-class GraphEngine final : public ComputeEngine {
+class GraphEngine final : public ComputeEngine, private OpRunner {
 public:
     explicit GraphEngine(const EngineSpec& spec)
         : spec_(spec), plan_(plan_for(spec)), arena_(spec.memory_limit_bytes), buffers_(plan_) {
@@ -642,10 +643,7 @@ private:
         frozen_packed_ = true;
     }
 
-    void forward(int64_t n) {
-        const ModelDesc& m = plan_.model;
-        for (size_t o = 0; o < m.ops.size(); ++o) forward_op(static_cast<int>(o), n);
-    }
+    void forward(int64_t n) { walk_forward(plan_, *this, n); }
 
     // --- A linear op's products in oneDNN (PackedLinear::onednn)
     bool bf16_products() const { return plan_.products == ProductKernel::onednn_bf16; }
@@ -780,7 +778,7 @@ private:
             store_16bit(plan_.precision, buffers_.output_staging[1], tensor_16bit(t), elements(t, n));
     }
 
-    void forward_op(int o, int64_t n) {
+    void forward_op(int o, int64_t n) override {
         if (plan_.fused_into[static_cast<size_t>(o)] >= 0) return;  // its partner's kernel computed it
         const OpDesc& op = plan_.model.ops[static_cast<size_t>(o)];
         const int64_t rows = plan_.rows(op, n);
@@ -945,27 +943,16 @@ private:
     }
 
     // resident_segment: the checkpointed segment whose tensors the recompute slots still hold.
-    void backward(int64_t n, int resident_segment) {
-        const ModelDesc& m = plan_.model;
-        for (int o = static_cast<int>(m.ops.size()) - 2; o >= 0; --o) {
-            // Ops with nothing trainable upstream or inside have no backward (GraphPlan::grad_offset).
-            if (!grad(m.ops[static_cast<size_t>(o)].outputs[0])) continue;
-            const int segment = m.ops[static_cast<size_t>(o)].segment;
-            if (plan_.checkpointing && segment >= 0 && segment != resident_segment) {
-                // Gradient checkpointing: rebuild the segment's dropped tensors from its kept input.
-                for (size_t r = 0; r < m.ops.size(); ++r)
-                    if (m.ops[r].segment == segment) forward_op(static_cast<int>(r), n);
-                resident_segment = segment;
-            }
-            backward_op(o, n);
-            if (plan_.reduces_in_backward() && plan_.op_bucket[static_cast<size_t>(o)] >= 0)
-                reduce_bucket(plan_.gradient_buckets[static_cast<size_t>(plan_.op_bucket[static_cast<size_t>(o)])]);
-        }
+    void backward(int64_t n, int resident_segment) { walk_backward(plan_, *this, n, resident_segment); }
+    // ZeRO-2: a bucket is reduced right after the op that completes it.
+    void backward_done(int o) override {
+        if (plan_.reduces_in_backward() && plan_.op_bucket[static_cast<size_t>(o)] >= 0)
+            reduce_bucket(plan_.gradient_buckets[static_cast<size_t>(plan_.op_bucket[static_cast<size_t>(o)])]);
     }
 
     GradientWrite param_write(int o, size_t k) const { return plan_.param_write(o, k, grads_stale_); }
 
-    void backward_op(int o, int64_t n) {
+    void backward_op(int o, int64_t n) override {
         const OpDesc& op = plan_.model.ops[static_cast<size_t>(o)];
         const int64_t rows = plan_.rows(op, n);
         float* dout = grad(op.outputs.empty() ? -1 : op.outputs[0]);

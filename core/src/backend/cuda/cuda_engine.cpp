@@ -54,6 +54,7 @@
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/linear_products.hpp"
 #include "exec/buffer_bindings.hpp"
+#include "exec/graph_walk.hpp"
 #include "model/param_layout.hpp"
 #include "nn/activation.hpp"
 #include "optim/eager_optimizer.hpp"
@@ -97,7 +98,7 @@ struct CapturedPass {
     cudaGraphExec_t graph = nullptr;  // captured the second time the pass is seen
 };
 
-class CudaEngine final : public ComputeEngine {
+class CudaEngine final : public ComputeEngine, private OpRunner {
 public:
     explicit CudaEngine(const EngineSpec& spec)
         : spec_(spec), plan_(make_device_plan(spec)), device_(spec.device_index), allocator_(spec.memory_limit_bytes) {
@@ -574,9 +575,7 @@ private:
         return host_results_;
     }
 
-    void forward(int64_t n) {
-        for (size_t o = 0; o < model().ops.size(); ++o) forward_op(static_cast<int>(o), n);
-    }
+    void forward(int64_t n) { walk_forward(plan_.graph, *this, n); }
 
     // A training micro-batch's kernels, enqueued one by one.
     void run_pass(int64_t n, float grad_scale) {
@@ -674,7 +673,7 @@ private:
         return plan_.graph.tensor_alias[static_cast<size_t>(op.outputs[0])] == linear_output ? with : -1;
     }
 
-    void forward_op(int o, int64_t n) {
+    void forward_op(int o, int64_t n) override {
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
         const int64_t rows = plan_.graph.rows(op, n);
@@ -818,20 +817,7 @@ private:
         }
     }
 
-    void backward(int64_t n) {
-        const ModelDesc& m = model();
-        int resident_segment = plan_.graph.last_segment;
-        for (int o = static_cast<int>(m.ops.size()) - 2; o >= 0; --o) {
-            const int segment = m.ops[static_cast<size_t>(o)].segment;
-            if (plan_.graph.checkpointing && segment >= 0 && segment != resident_segment) {
-                // Gradient checkpointing: rebuild the segment's dropped tensors from its kept input.
-                for (size_t r = 0; r < m.ops.size(); ++r)
-                    if (m.ops[r].segment == segment) forward_op(static_cast<int>(r), n);
-                resident_segment = segment;
-            }
-            backward_op(o, n);
-        }
-    }
+    void backward(int64_t n) { walk_backward(plan_.graph, *this, n, plan_.graph.last_segment); }
 
     // Whether op o's backward adds to parameter k's gradient (else overwrites it).
     bool accumulates_param(int o, size_t k) const {
@@ -841,7 +827,7 @@ private:
         return plan_.graph.input_write[static_cast<size_t>(o)][k] == GradientWrite::accumulate;
     }
 
-    void backward_op(int o, int64_t n) {
+    void backward_op(int o, int64_t n) override {
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
         const int64_t rows = plan_.graph.rows(op, n);
