@@ -132,7 +132,7 @@ if wants build; then
   tests_flag=OFF
   if [ -d "$prefix/usr/lib/x86_64-linux-gnu/cmake/Qt6Test" ]; then
     tests_flag=ON
-    targets+=(core_test_cuda_engine core_test_cuda_graph_engine)
+    targets+=(core_test_backend_ops core_test_cuda_engine core_test_cuda_graph_engine)
   fi
   with_deps_libs cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTRAINBENCH_GUI=OFF \
     -DTRAINBENCH_TESTS="$tests_flag" -DTRAINBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -224,7 +224,9 @@ qt_suite() {
 }
 
 if wants tests; then
-  step "tests: tests/core/test_cuda_engine.cpp on the GPU"
+  # Every op kind alone, CUDA against the CPU, first: a kernel written blind is found here by name.
+  step "tests: tests/core/test_backend_ops.cpp, then tests/core/test_cuda_engine.cpp on the GPU"
+  qt_suite test_backend_ops "core/test_backend_ops (each op, CUDA vs CPU)" 40 -A0
   qt_suite test_cuda_engine "core/test_cuda_engine" 20
 fi
 
