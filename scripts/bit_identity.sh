@@ -2,7 +2,8 @@
 # Proves that a change to the engines computes the same bits: trains the same short runs with two
 # trainbench-cli binaries (say, one built before a refactor and one after) and compares their
 # saved weights byte for byte. The runs cover the engine's paths: the MLP, the GPT and the CNN; fp32,
-# bf16 and fp16; gradient checkpointing; --fused off; accumulation; LoRA, QLoRA and DoRA; and,
+# bf16 and fp16; gradient checkpointing; --fused off; accumulation; every optimizer, with and
+# without weight decay; LoRA, QLoRA and DoRA; and,
 # where mpirun is installed, ZeRO-1/2 on 2 processes and 2 pipeline stages.
 #
 #   scripts/bit_identity.sh BEFORE_CLI AFTER_CLI [--cpu-products eigen|onednn|auto]
@@ -41,6 +42,12 @@ add "gpt --lora-rank 4"
 add "gpt --lora-rank 4 --lora-base nf4 --precision bf16"
 add "gpt --lora-rank 4 --dora"
 add "mlp --optimizer sgd --momentum 0.9 --step-size 4"
+add "mlp --optimizer sgd --weight-decay 0.01"
+add "mlp --optimizer adam --weight-decay 0.01"
+add "mlp --optimizer rmsprop --momentum 0.9 --weight-decay 0.01"
+add "mlp --optimizer rmsprop"
+add "mlp --optimizer adagrad --weight-decay 0.01"
+add "gpt --optimizer adamw --weight-decay 0.1 --fused off"
 if [ -d /usr/share/datasets/fashion-mnist ]; then
     add "cnn --precision fp32"
     add "cnn --precision bf16 --gradient-checkpointing"
