@@ -21,6 +21,7 @@
 #include "backend/compute_engine.hpp"
 #include "model/init_weights.hpp"
 #include "model/model_desc.hpp"
+#include "trainbench/error.hpp"
 #include "trainbench/trainer.hpp"
 
 using namespace trainbench;
@@ -213,7 +214,12 @@ Result run(const ModelDesc& model, Backend backend, Precision precision, bool fu
     spec.optimizer.kind = OptimizerKind::sgd;
     spec.max_micro_batch = spec.max_eval_batch = kSamples;
     spec.threads = 1;
-    std::unique_ptr<ComputeEngine> engine = backend == Backend::cuda ? make_cuda_engine(spec) : make_cpu_engine(spec);
+    std::unique_ptr<ComputeEngine> engine;
+#ifdef TRAINBENCH_WITH_CUDA
+    if (backend == Backend::cuda) engine = make_cuda_engine(spec);
+#endif
+    if (backend == Backend::cpu) engine = make_cpu_engine(spec);
+    if (!engine) throw Error("built without CUDA: no CUDA engine to test");
     engine->set_weights(init_weights(model, 3, precision));
     const Batch batch = make_batch(model);
     engine->zero_grad();
