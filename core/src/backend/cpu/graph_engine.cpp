@@ -193,6 +193,7 @@ public:
                 std::copy_n(buffers_.gradient_buckets + (part.begin - chunk.begin), part.size(), buffers_.gradients + (part.begin - shard.begin));
         }
         arena_.release(buffers_.gradient_buckets);
+        buffers_.gradient_buckets = nullptr;
     }
 
     double gradient_norm_squared_of(const std::string& name) override {
@@ -296,6 +297,7 @@ public:
             reduce_bucket(bucket);
         }
         arena_.release(buffers_.gradient_buckets);
+        buffers_.gradient_buckets = nullptr;
     }
 
     double grad_norm_squared() override {
