@@ -23,22 +23,24 @@ int64_t take(int64_t& cursor, int64_t bytes) {
 
 }  // namespace
 
-DevicePlan make_device_plan(const EngineSpec& spec) {
+GraphPlan plan_cuda_graph(const EngineSpec& spec) {
     if (std::string why = unsupported_in(Backend::cuda, spec.model); !why.empty()) throw Error(why);
-    DevicePlan plan;
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
     // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too, and
     // with --fused off the eager attention's and loss's buffers, which are the same size on
     // both engines. The planner's fusions are the CPU executor's; this executor runs its own
     // fused kernels, or with --fused off the eager ones (eager_kernels.hpp), whose optimizer
     // temporaries the planner also sizes.
-    plan.graph = make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),
-                                 {.threads = 1,
-                                  .optimizer = spec.optimizer,
-                                  .checkpointing = spec.gradient_checkpointing,
-                                  .precision = spec.precision,
-                                  .fused = spec.fused});
-    const GraphPlan& g = plan.graph;
+    return make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),
+                           {.threads = 1,
+                            .optimizer = spec.optimizer,
+                            .checkpointing = spec.gradient_checkpointing,
+                            .precision = spec.precision,
+                            .fused = spec.fused});
+}
+
+DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& g) {
+    DevicePlan plan;
     const ModelDesc& m = g.model;
     // The planner's buffers but the CPU products' (see the file comment).
     for (size_t i = 0; i < g.buffers.size(); ++i) {
@@ -103,6 +105,8 @@ DevicePlan make_device_plan(const EngineSpec& spec) {
 
 }  // namespace cuda
 
-BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec) { return cuda::make_device_plan(spec).bytes(); }
+BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec) {
+    return cuda::make_device_plan(spec, cuda::plan_cuda_graph(spec)).bytes();
+}
 
 }  // namespace trainbench

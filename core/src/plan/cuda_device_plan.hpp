@@ -13,9 +13,8 @@
 
 namespace trainbench::cuda {
 
-// What the device holds for one EngineSpec.
+// What the device holds for one EngineSpec, besides the graph plan it was made from.
 struct DevicePlan {
-    GraphPlan graph;
     // Allocation order. Persistent: parameters, [16-bit working copy], gradients, [optimizer
     // state], [eager optimizer scratch], [preloaded train split], CUDA workspace.
     // Per micro-batch: the planner's (tokens, tensors, recompute slots, gradient block, kernel
@@ -53,7 +52,10 @@ struct DevicePlan {
     }
 };
 
-// Throws Error for a model the CUDA engine has no kernels for (backend/backend_support.hpp).
-DevicePlan make_device_plan(const EngineSpec& spec);
+// The planner's plan as the CUDA engine runs it. Throws Error for a model the CUDA engine has no
+// kernels for (backend/backend_support.hpp).
+GraphPlan plan_cuda_graph(const EngineSpec& spec);
+// What CUDA allocates for `spec`, planned by plan_cuda_graph(spec).
+DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& graph);
 
 }  // namespace trainbench::cuda

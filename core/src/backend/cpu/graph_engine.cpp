@@ -30,7 +30,7 @@
 
 #include "backend/compute_engine.hpp"
 #include "exec/buffer_bindings.hpp"
-#include "exec/graph_walk.hpp"
+#include "exec/plan_executor.hpp"
 #include "memory/tracking_arena.hpp"
 #include "model/param_layout.hpp"
 #include "nn/activation.hpp"
@@ -78,10 +78,10 @@ GraphPlan plan_for(const EngineSpec& spec) {
                             .in_flight = spec.pipeline_in_flight});
 }
 
-class GraphEngine final : public ComputeEngine, private OpRunner {
+class GraphEngine final : public PlanExecutor {
 public:
     explicit GraphEngine(const EngineSpec& spec)
-        : spec_(spec), plan_(plan_for(spec)), arena_(spec.memory_limit_bytes), buffers_(plan_) {
+        : PlanExecutor(plan_for(spec)), spec_(spec), arena_(spec.memory_limit_bytes) {
         if (sharded() && (zero_group().size() != spec.shard_count || zero_group().rank() != spec.shard_rank))
             throw Error("internal: a ZeRO shard planned for process " + std::to_string(spec.shard_rank) + " of " +
                         std::to_string(spec.shard_count) + " in process " + std::to_string(zero_group().rank()) +
@@ -168,8 +168,6 @@ public:
         return gather_trainable(plan_.model, plan_.params, whole.data());
     }
 
-    void zero_grad() override { grads_stale_ = true; }
-
     void sum_gradient_of(const std::string& name, ProcessGroup& holders) override {
         const ShardRange range = trainable_range(name);
         materialise_zero_grad();
@@ -208,14 +206,14 @@ public:
     }
 
     double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
-        first_micro_batch_ = grads_stale_;
+        begin_gradient_pass();
         const auto start = std::chrono::steady_clock::now();
         begin_micro_batch(batch);
         forward(batch.count);
         const double loss = loss_forward(batch, static_cast<float>(loss_scale / normaliser));
         last_forward_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         backward(batch.count, plan_.last_segment);
-        grads_stale_ = false;
+        end_gradient_pass();
         send_input_gradient(batch.count);
         end_micro_batch();
         return loss;
@@ -264,14 +262,14 @@ public:
             throw Error("internal: no micro-batch in pipeline slot " + std::to_string(slot));
         std::vector<void*>& kept = kept_sets_[static_cast<size_t>(slot)];
         const int64_t n = set_samples_[static_cast<size_t>(slot)];
-        first_micro_batch_ = grads_stale_;
+        begin_gradient_pass();
         take_pass();
         bind(kept);
         const int out = plan_.model.ops.back().inputs[0];
         const float* seed = plan_.keeps_loss_gradient ? buffers_.loss_gradient : buffers_.stage_output_gradient;
         std::memcpy(grad(out), seed, static_cast<size_t>(elements(out, n)) * sizeof(float));
         backward(n, -1);
-        grads_stale_ = false;
+        end_gradient_pass();
         send_input_gradient(n);
         release(pass_buffers_);
         release(kept);
@@ -289,8 +287,8 @@ public:
     // reduce-scatters, adding zeros, and receives its shard's sum.
     void skip_micro_batch() override {
         if (!plan_.reduces_in_backward()) return;
-        first_micro_batch_ = grads_stale_;
-        grads_stale_ = false;
+        begin_gradient_pass();
+        end_gradient_pass();
         buffers_.gradient_buckets = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
         for (const GraphPlan::GradientBucket& bucket : plan_.gradient_buckets) {
             std::fill(buffers_.gradient_buckets + bucket.offset, buffers_.gradient_buckets + bucket.offset + bucket.floats, 0.0f);
@@ -334,35 +332,6 @@ public:
         packed_stale_ = true;
     }
 
-    EvalTotals evaluate(const MicroBatch& batch) override {
-        begin_micro_batch(batch);
-        forward(batch.count);
-        EvalTotals totals;
-        const OpDesc& loss = plan_.model.ops.back();
-        const float* out = read(loss.inputs[0], batch.count, buffers_.input_staging[0]);
-        if (loss.kind == OpKind::cross_entropy) {
-            totals.loss_sum = softmax_cross_entropy(out, labels_, plan_.model.classes, plan_.rows(loss, batch.count),
-                                                    nullptr, 1.0f, &totals.correct);
-        } else {
-            totals.loss_sum = mean_squared_error(out, batch.targets, batch.count, nullptr, 1.0f);
-        }
-        end_micro_batch();
-        return totals;
-    }
-
-    void logits_row(const MicroBatch& batch, int64_t row, float* out) override {
-        const OpDesc& loss = plan_.model.ops.back();
-        if (loss.kind != OpKind::cross_entropy || row < 0 || row >= loss.rows_per_sample)
-            throw Error("internal: logits row " + std::to_string(row) + " of a model without that many logit rows");
-        MicroBatch one = batch;
-        one.count = 1;
-        begin_micro_batch(one);
-        forward(1);
-        const float* logits = read(loss.inputs[0], 1, buffers_.input_staging[0]) + row * plan_.model.classes;
-        std::copy(logits, logits + plan_.model.classes, out);
-        end_micro_batch();
-    }
-
     std::vector<NamedTensor> optimizer_state() const override {
         const int64_t n = plan_.params.trainable_end;
         if (!sharded()) return optimizer_state_tensors(spec_.optimizer, buffers_.optimizer_state, n);
@@ -394,6 +363,29 @@ public:
     }
 
 private:
+    // --- The executor's primitives (exec/plan_executor.hpp) in host memory.
+    void widen_16bit(const void* codes, float* values, int64_t count) const override {
+        load_16bit(plan_.precision, static_cast<const uint16_t*>(codes), values, count);
+    }
+    void round_to_codes(const float* values, void* codes, int64_t count) const override {
+        store_16bit(plan_.precision, values, static_cast<uint16_t*>(codes), count);
+    }
+    void fill_zeros(float* values, int64_t count) override { std::fill(values, values + count, 0.0f); }
+    void copy_to_host(const float* values, float* host, int64_t count) override { std::copy(values, values + count, host); }
+
+    EvalTotals evaluation_loss(const MicroBatch& batch) override {
+        EvalTotals totals;
+        const OpDesc& loss = plan_.model.ops.back();
+        const float* out = read(loss.inputs[0], batch.count, buffers_.input_staging[0]);
+        if (loss.kind == OpKind::cross_entropy) {
+            totals.loss_sum = softmax_cross_entropy(out, labels_, plan_.model.classes, plan_.rows(loss, batch.count),
+                                                    nullptr, 1.0f, &totals.correct);
+        } else {
+            totals.loss_sum = mean_squared_error(out, batch.targets, batch.count, nullptr, 1.0f);
+        }
+        return totals;
+    }
+
     // oneDNN's products for every sample count of the plan, made before the first update.
     void prepare_products() {
         const ModelDesc& m = plan_.model;
@@ -419,12 +411,6 @@ private:
     }
 
     bool sharded() const { return spec_.zero_stage > 0 && spec_.shard_count > 1; }
-
-    void materialise_zero_grad() {
-        if (!grads_stale_) return;
-        std::fill(buffers_.gradients, buffers_.gradients + plan_.gradient_floats(), 0.0f);
-        grads_stale_ = false;
-    }
 
     // The summed gradients of this process's slice of the parameters (all of them without ZeRO).
     float* shard_gradients() const {
@@ -466,43 +452,6 @@ private:
     // A 16-bit run with frozen weights, which only the 16-bit copy holds.
     bool keeps_frozen_16bit() const { return plan_.fp32_weight_floats() < plan_.params.count; }
 
-    int64_t elements(int t, int64_t samples) const {
-        return plan_.model.tensors[static_cast<size_t>(t)].per_sample * samples;
-    }
-    // The buffer of a tensor stored in fp32 (every tensor in fp32 runs, statistics in 16-bit ones).
-    float* tensor(int t) const { return static_cast<float*>(buffers_.tensors[static_cast<size_t>(t)]); }
-    uint16_t* tensor_16bit(int t) const { return static_cast<uint16_t*>(buffers_.tensors[static_cast<size_t>(t)]); }
-
-    // fp32 values of tensor t for a kernel to read: its buffer, or its 16-bit codes widened into
-    // `staging`.
-    const float* read(int t, int64_t samples, float* staging) const {
-        if (!plan_.stored_16bit(t)) return tensor(t);
-        load_16bit(plan_.precision, tensor_16bit(t), staging, elements(t, samples));
-        return staging;
-    }
-    // An op's input k, and the fp32 destination of its output k: its buffer, or the output
-    // staging that store_outputs rounds into it.
-    const float* input(const OpDesc& op, size_t k, int64_t samples) const {
-        return read(op.inputs[k], samples, buffers_.input_staging.at(k));
-    }
-    float* output(const OpDesc& op, size_t k) const {
-        return plan_.stored_16bit(op.outputs[k]) ? buffers_.output_staging.at(k) : tensor(op.outputs[k]);
-    }
-    // Outputs past the second (DoRA's unscaled result) are stored by their kernels.
-    void store_outputs(const OpDesc& op, int64_t samples) {
-        for (size_t k = 0; k < std::min<size_t>(op.outputs.size(), buffers_.output_staging.size()); ++k)
-            if (plan_.stored_16bit(op.outputs[k]))
-                store_16bit(plan_.precision, buffers_.output_staging.at(k), tensor_16bit(op.outputs[k]), elements(op.outputs[k], samples));
-    }
-    // An output the backward reads again, widened into the staging it was computed in.
-    const float* saved_output(const OpDesc& op, size_t k, int64_t samples) const {
-        return read(op.outputs[k], samples, buffers_.output_staging.at(k));
-    }
-
-    float* grad(int t) const {
-        const int64_t offset = plan_.grad_offset[static_cast<size_t>(t)];
-        return offset < 0 ? nullptr : buffers_.activation_gradients + offset;
-    }
     bool trainable(int p) const { return plan_.model.params[static_cast<size_t>(p)].trainable; }
     // Trainable parameter `name`'s place in the flat store.
     ShardRange trainable_range(const std::string& name) const {
@@ -599,9 +548,9 @@ private:
         load_inputs(batch);
         refresh_packed_weights();
     }
-    void begin_micro_batch(const MicroBatch& batch) { begin_micro_batch(batch, 0, kept_sets_[0]); }
+    void begin_micro_batch(const MicroBatch& batch) override { begin_micro_batch(batch, 0, kept_sets_[0]); }
 
-    void end_micro_batch() {
+    void end_micro_batch() override {
         release(pass_buffers_);
         release(kept_sets_[0]);
     }
@@ -944,15 +893,11 @@ private:
         return mean_squared_error(values, batch.targets, batch.count, dinput, grad_scale);
     }
 
-    // resident_segment: the checkpointed segment whose tensors the recompute slots still hold.
-    void backward(int64_t n, int resident_segment) { walk_backward(plan_, *this, n, resident_segment); }
     // ZeRO-2: a bucket is reduced right after the op that completes it.
     void backward_done(int o) override {
         if (plan_.reduces_in_backward() && plan_.op_bucket[static_cast<size_t>(o)] >= 0)
             reduce_bucket(plan_.gradient_buckets[static_cast<size_t>(plan_.op_bucket[static_cast<size_t>(o)])]);
     }
-
-    GradientWrite param_write(int o, size_t k) const { return plan_.param_write(o, k, grads_stale_); }
 
     void backward_op(int o, int64_t n) override {
         const OpDesc& op = plan_.model.ops[static_cast<size_t>(o)];
@@ -1038,13 +983,13 @@ private:
                     layernorm_backward_16bit(plan_.precision, dout, tensor_16bit(op.inputs[0]), buffers_.input_staging[0],
                                              fp32_param(op, 0), tensor(op.outputs[1]), tensor(op.outputs[2]),
                                              grad(op.inputs[0]), param_grad(op.params[0]), param_grad(op.params[1]),
-                                             rows, C, plan_.input_write[static_cast<size_t>(o)][0], param_write(o, 0),
+                                             rows, C, input_write(o, 0), param_write(o, 0),
                                              buffers_.kernel_scratch);
                     return;
                 }
                 layernorm_backward(dout, input(op, 0, n), fp32_param(op, 0), tensor(op.outputs[1]),
                                    tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
-                                   param_grad(op.params[1]), rows, C, plan_.input_write[static_cast<size_t>(o)][0],
+                                   param_grad(op.params[1]), rows, C, input_write(o, 0),
                                    param_write(o, 0), buffers_.kernel_scratch);
                 return;
             }
@@ -1073,7 +1018,7 @@ private:
                 for (size_t k = 0; k < 2; ++k) {
                     float* d = grad(op.inputs[k]);
                     if (!d) continue;
-                    const bool add = plan_.input_write[static_cast<size_t>(o)][k] == GradientWrite::accumulate;
+                    const bool add = input_write(o, k) == GradientWrite::accumulate;
                     parallel_range(count, 1, [&](int64_t first, int64_t end) {
                         if (add) {
 #pragma omp simd
@@ -1099,7 +1044,7 @@ private:
                 float* dinput = grad(op.inputs[0]);
                 if (dinput)
                     max_pool_backward(input(op, 0, n), dout, dinput, n, pooled_channels(op), op.height, op.width,
-                                      plan_.input_write[static_cast<size_t>(o)][0]);
+                                      input_write(o, 0));
                 return;
             }
             case OpKind::cross_entropy:
@@ -1109,13 +1054,10 @@ private:
     }
 
     EngineSpec spec_;
-    GraphPlan plan_;
     TrackingArena arena_;
-    BufferBindings buffers_;  // the plan's buffers by role
     std::unique_ptr<OnednnProducts> onednn_;  // when the linear ops' products run in oneDNN
     bool packed_stale_ = true;
     bool frozen_packed_ = false;   // frozen weights' packing is still valid
-    bool grads_stale_ = false;
     // Per micro-batch in flight (GraphPlan::in_flight), the buffers it keeps from its forward to
     // its backward, and its samples; a pass's buffers; a pipeline stage's evaluation's kept set.
     std::vector<std::vector<void*>> kept_sets_;
@@ -1123,7 +1065,6 @@ private:
     std::vector<void*> pass_buffers_;
     std::vector<void*> evaluation_set_;
     double last_forward_ms_ = 0.0;  // of the last forward_backward (a pipeline's last stage times it)
-    bool first_micro_batch_ = false; // of the update: ZeRO-2 writes its shard rather than adding
     const int32_t* labels_ = nullptr;
     std::chrono::steady_clock::time_point update_start_;
     double collective_ms_ = 0.0;

@@ -54,7 +54,7 @@
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/linear_products.hpp"
 #include "exec/buffer_bindings.hpp"
-#include "exec/graph_walk.hpp"
+#include "exec/plan_executor.hpp"
 #include "model/param_layout.hpp"
 #include "nn/activation.hpp"
 #include "optim/eager_optimizer.hpp"
@@ -98,10 +98,14 @@ struct CapturedPass {
     cudaGraphExec_t graph = nullptr;  // captured the second time the pass is seen
 };
 
-class CudaEngine final : public ComputeEngine, private OpRunner {
+class CudaEngine final : public PlanExecutor {
 public:
     explicit CudaEngine(const EngineSpec& spec)
-        : spec_(spec), plan_(make_device_plan(spec)), device_(spec.device_index), allocator_(spec.memory_limit_bytes) {
+        : PlanExecutor(plan_cuda_graph(spec)),
+          spec_(spec),
+          device_plan_(make_device_plan(spec, plan_)),
+          device_(spec.device_index),
+          allocator_(spec.memory_limit_bytes) {
         check_device_index(device_);
         activate_device();
         try {
@@ -133,18 +137,17 @@ public:
         return gather_weights(model(), layout(), download(buffers_.gradients, layout().count).data());
     }
 
-    void zero_grad() override { grads_stale_ = true; }
-
     double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
         activate_device();
         if (!(normaliser > 0.0)) throw Error("loss normaliser must be positive (internal)");
         begin_micro_batch(batch);
+        begin_gradient_pass();
         const auto grad_scale = static_cast<float>(loss_scale / normaliser);
         if (spec_.fused && spec_.cuda_graphs)
             replay_pass(batch.count, grad_scale);
         else
             run_pass(batch.count, grad_scale);
-        grads_stale_ = false;
+        end_gradient_pass();
         const double loss_sum = read_totals()[0];
         end_micro_batch();
         return loss_sum;
@@ -153,9 +156,9 @@ public:
     double grad_norm_squared() override {
         activate_device();
         materialise_zero_grad();
-        sum_of_squares(buffers_.gradients, layout().count, static_cast<double*>(workspace_at(plan_.norm_partials_offset)),
-                       static_cast<double*>(workspace_at(plan_.norm_result_offset)), stream_);
-        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_ + 2, workspace_at(plan_.norm_result_offset), sizeof(double),
+        sum_of_squares(buffers_.gradients, layout().count, static_cast<double*>(workspace_at(device_plan_.norm_partials_offset)),
+                       static_cast<double*>(workspace_at(device_plan_.norm_result_offset)), stream_);
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_ + 2, workspace_at(device_plan_.norm_result_offset), sizeof(double),
                                               cudaMemcpyDeviceToHost, stream_));
         TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return host_results_[2];
@@ -171,66 +174,25 @@ public:
         launch.n = layout().count;
         launch.decay_end = layout().decay_end;
         launch.params_16 = buffers_.working_weights;
-        launch.type_16 = storage_type_for(plan_.graph.precision);
+        launch.type_16 = storage_type_for(plan_.precision);
         if (!spec_.fused && has_eager_form(spec_.optimizer))
             optimizer_step_eager_device(spec_.optimizer, launch, lr, grad_multiplier, step,
-                                        plan_.graph.optimizer_tensors, buffers_.optimizer_scratch, stream_);
+                                        plan_.optimizer_tensors, buffers_.optimizer_scratch, stream_);
         else
             optimizer_step_device(spec_.optimizer, launch, lr, grad_multiplier, step, stream_);
-    }
-
-    EvalTotals evaluate(const MicroBatch& batch) override {
-        activate_device();
-        EvalTotals totals;
-        const ModelDesc& m = model();
-        for (int64_t start = 0; start < batch.count; start += plan_.graph.micro_batch) {
-            MicroBatch chunk;
-            chunk.count = std::min(plan_.graph.micro_batch, batch.count - start);
-            chunk.x = batch.x ? batch.x + start * m.input_per_sample : nullptr;
-            chunk.tokens = batch.tokens ? batch.tokens + start * m.input_per_sample : nullptr;
-            chunk.labels = batch.labels ? batch.labels + start * m.loss_terms_per_sample : nullptr;
-            chunk.targets = batch.targets ? batch.targets + start : nullptr;
-            begin_micro_batch(chunk);
-            forward(chunk.count);
-            loss(chunk.count, 0.0f, false);
-            const double* sums = read_totals();
-            totals.loss_sum += sums[0];
-            totals.correct += std::llround(sums[1]);
-            end_micro_batch();
-        }
-        return totals;
-    }
-
-    void logits_row(const MicroBatch& batch, int64_t row, float* out) override {
-        activate_device();
-        const ModelDesc& m = model();
-        const OpDesc& loss_op = m.ops.back();
-        if (loss_op.kind != OpKind::cross_entropy || row < 0 || row >= loss_op.rows_per_sample)
-            throw Error("internal: logits row " + std::to_string(row) + " of a model without that many logit rows");
-        MicroBatch one = batch;
-        one.count = 1;
-        begin_micro_batch(one);
-        forward(1);
-        const float* logits = read(loss_op.inputs[0], 1, buffers_.input_staging[0]);
-        // A small synchronous copy: text sampling runs between updates, not inside one.
-        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(out, logits + row * m.classes,
-                                              static_cast<size_t>(m.classes) * sizeof(float), cudaMemcpyDeviceToHost,
-                                              stream_));
-        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        end_micro_batch();
     }
 
     std::vector<NamedTensor> optimizer_state() const override {
         activate_device();
         const int64_t n = layout().count;
-        const std::vector<float> state = download(buffers_.optimizer_state, n * plan_.graph.optimizer_slots);
+        const std::vector<float> state = download(buffers_.optimizer_state, n * plan_.optimizer_slots);
         return optimizer_state_tensors(spec_.optimizer, state.data(), n);
     }
 
     void set_optimizer_state(const std::vector<NamedTensor>& tensors) override {
         activate_device();
         const int64_t n = layout().count;
-        std::vector<float> state(static_cast<size_t>(n * plan_.graph.optimizer_slots));
+        std::vector<float> state(static_cast<size_t>(n * plan_.optimizer_slots));
         optimizer_init_state(spec_.optimizer, state.data(), n);
         load_optimizer_state_tensors(spec_.optimizer, tensors, state.data(), n);
         upload(buffers_.optimizer_state, state);
@@ -270,10 +232,32 @@ public:
     }
 
 private:
-    const ModelDesc& model() const { return plan_.graph.model; }
-    const ParamLayout& layout() const { return plan_.graph.params; }
+    const ModelDesc& model() const { return plan_.model; }
+    const ParamLayout& layout() const { return plan_.params; }
     void activate_device() const { TRAINBENCH_CUDA_CHECK(cudaSetDevice(device_)); }
     void* workspace_at(int64_t offset) const { return buffers_.device_workspace + offset; }
+
+    // --- The executor's primitives (exec/plan_executor.hpp) in device memory, on the stream.
+    void widen_16bit(const void* codes, float* values, int64_t count) const override {
+        convert_to_f32(codes, storage_type_for(plan_.precision), values, count, stream_);
+    }
+    void round_to_codes(const float* values, void* codes, int64_t count) const override {
+        convert_from_f32(values, codes, storage_type_for(plan_.precision), count, stream_);
+    }
+    void fill_zeros(float* values, int64_t count) override {
+        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(values, 0, count * sizeof(float), stream_));
+    }
+    // A small synchronous copy: text sampling runs between updates, not inside one.
+    void copy_to_host(const float* values, float* host, int64_t count) override {
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host, values, count * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+    EvalTotals evaluation_loss(const MicroBatch& batch) override {
+        loss(batch.count, 0.0f, false);
+        const double* sums = read_totals();
+        return {.loss_sum = sums[0], .correct = std::llround(sums[1])};
+    }
+    static bool accumulates(GradientWrite write) { return write == GradientWrite::accumulate; }
 
     void create_resources() {
         TRAINBENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -283,9 +267,8 @@ private:
         TRAINBENCH_CUBLAS_CHECK(cublasCreate(&blas_));
 
         // Persistent buffers, each bound by its role (see DevicePlan).
-        buffers_ = BufferBindings(plan_.graph);
-        persistent_.reserve(plan_.persistent.size());
-        for (const PlannedBuffer& b : plan_.persistent) {
+        persistent_.reserve(device_plan_.persistent.size());
+        for (const PlannedBuffer& b : device_plan_.persistent) {
             persistent_.push_back(allocator_.allocate(b.bytes, b.category));
             buffers_.bind(b, persistent_.back().ptr);
         }
@@ -294,10 +277,10 @@ private:
         // one stream, so their uses never overlap. cublasSetStream resets a handle's workspace,
         // hence the order. cuBLAS's default math mode is true fp32 (no TF32), as the products in
         // gemm.hpp.
-        void* gemm_workspace = workspace_at(plan_.gemm_workspace_offset);
-        gemm_->set_workspace(gemm_workspace, static_cast<size_t>(plan_.gemm_workspace_bytes));
+        void* gemm_workspace = workspace_at(device_plan_.gemm_workspace_offset);
+        gemm_->set_workspace(gemm_workspace, static_cast<size_t>(device_plan_.gemm_workspace_bytes));
         TRAINBENCH_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
-        TRAINBENCH_CUBLAS_CHECK(cublasSetWorkspace(blas_, gemm_workspace, static_cast<size_t>(plan_.gemm_workspace_bytes)));
+        TRAINBENCH_CUBLAS_CHECK(cublasSetWorkspace(blas_, gemm_workspace, static_cast<size_t>(device_plan_.gemm_workspace_bytes)));
         TRAINBENCH_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
 
         const int64_t n = layout().count;
@@ -308,14 +291,14 @@ private:
             const float initial = spec_.optimizer.kind == OptimizerKind::adagrad
                                       ? static_cast<float>(spec_.optimizer.initial_accumulator_value)
                                       : 0.0f;
-            fill_f32(buffers_.optimizer_state, initial, n * plan_.graph.optimizer_slots, stream_);
+            fill_f32(buffers_.optimizer_state, initial, n * plan_.optimizer_slots, stream_);
         }
 
         // Page-locked staging, so the uploads run asynchronously on the stream.
         const ModelDesc& m = model();
-        const int64_t samples = plan_.graph.micro_batch;
+        const int64_t samples = plan_.micro_batch;
         if (m.token_input) {
-            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_tokens_, 2 * plan_.graph.token_elements * sizeof(int32_t)));
+            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_tokens_, 2 * plan_.token_elements * sizeof(int32_t)));
         } else {
             TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_inputs_, m.input_per_sample * samples * sizeof(float)));
             TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_labels_, m.loss_terms_per_sample * samples * sizeof(int32_t)));
@@ -328,10 +311,10 @@ private:
         }
 
         relu_in_epilogue_.assign(m.ops.size(), 0);
-        step_blocks_.reserve(plan_.per_micro_batch.size());
+        step_blocks_.reserve(device_plan_.per_micro_batch.size());
         // Room for every pass's buffer list, so replaying allocates nothing on the host.
         captured_.reserve(kCapturedPasses);
-        pass_buffers_.reserve(plan_.per_micro_batch.size());
+        pass_buffers_.reserve(device_plan_.per_micro_batch.size());
         // Reserve the per-micro-batch buffers once so that the first update does not pay for
         // cudaMalloc; they wait in the allocator's cache between passes.
         acquire_step_buffers();
@@ -390,82 +373,41 @@ private:
             TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(buffers_.preloaded_split + offset, host, bytes, cudaMemcpyHostToDevice, stream_));
         };
         if (!train.pixels_u8.empty())
-            copy(plan_.preload_features_offset, train.pixels_u8.data(), train.pixels_u8.size());
+            copy(device_plan_.preload_features_offset, train.pixels_u8.data(), train.pixels_u8.size());
         else
-            copy(plan_.preload_features_offset, train.values_f32.data(), train.values_f32.size() * sizeof(float));
+            copy(device_plan_.preload_features_offset, train.values_f32.data(), train.values_f32.size() * sizeof(float));
         if (model().classes > 0)
-            copy(plan_.preload_labels_offset, train.labels.data(), train.labels.size() * sizeof(int32_t));
+            copy(device_plan_.preload_labels_offset, train.labels.data(), train.labels.size() * sizeof(int32_t));
         else
-            copy(plan_.preload_labels_offset, train.targets.data(), train.targets.size() * sizeof(float));
+            copy(device_plan_.preload_labels_offset, train.targets.data(), train.targets.size() * sizeof(float));
         TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host vectors may change after
     }
 
     // 16-bit runs: the working copy the products read, rounded from the master weights.
     void round_working_weights() {
-        if (buffers_.working_weights != nullptr) convert_from_f32(buffers_.weights, buffers_.working_weights, storage_type_for(plan_.graph.precision), layout().count, stream_);
+        if (buffers_.working_weights != nullptr) convert_from_f32(buffers_.weights, buffers_.working_weights, storage_type_for(plan_.precision), layout().count, stream_);
     }
 
-    void materialise_zero_grad() {
-        if (!grads_stale_) return;
-        TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients, 0, layout().count * sizeof(float), stream_));
-        grads_stale_ = false;
-    }
-
-    // Tensor t's buffer: fp32 values, or 16-bit codes where the plan stores it in 16 bits.
-    void* stored(int t) const { return buffers_.tensors[static_cast<size_t>(t)]; }
     // The type the products' operands have: the run's 16-bit type, or f32.
-    StorageType products_type() const { return plan_.graph.sixteen_bit() ? storage_type_for(plan_.graph.precision) : StorageType::f32; }
+    StorageType products_type() const { return plan_.sixteen_bit() ? storage_type_for(plan_.precision) : StorageType::f32; }
     // --fused on in a 16-bit run: attention multiplies its 16-bit tensors in place on the tensor
     // cores (attention_forward_16bit), with no fp32 copies of them.
     bool on_16bit_operands(const OpDesc& op) const {
-        if (!spec_.fused || !plan_.graph.sixteen_bit()) return false;
+        if (!spec_.fused || !plan_.sixteen_bit()) return false;
         for (int t : {op.inputs[0], op.outputs[0], op.outputs[1]})
-            if (!plan_.graph.stored_16bit(t)) return false;
+            if (!plan_.stored_16bit(t)) return false;
         return true;
     }
-    StorageType type_of(int t) const { return plan_.graph.stored_16bit(t) ? storage_type_for(plan_.graph.precision) : StorageType::f32; }
-    // The buffer of a tensor stored in fp32 (every tensor in fp32 runs, statistics in 16-bit ones).
-    float* tensor(int t) const { return static_cast<float*>(stored(t)); }
-    // fp32 values of tensor t for a kernel to read: its buffer, or its 16-bit codes widened into
-    // `staging`.
-    const float* read(int t, int64_t samples, float* staging) const {
-        if (!plan_.graph.stored_16bit(t)) return tensor(t);
-        convert_to_f32(stored(t), storage_type_for(plan_.graph.precision), staging, tensor_count(t, samples), stream_);
-        return staging;
-    }
-    const float* input(const OpDesc& op, size_t k, int64_t samples) const {
-        return read(op.inputs[k], samples, buffers_.input_staging.at(k));
-    }
-    // Where an op computes its output k: the tensor's buffer, or for a 16-bit tensor the fp32
-    // staging that store_outputs rounds into it.
-    float* output(const OpDesc& op, size_t k) const {
-        return plan_.graph.stored_16bit(op.outputs[k]) ? buffers_.output_staging.at(k) : tensor(op.outputs[k]);
-    }
-    void store_outputs(const OpDesc& op, int64_t samples) const {
-        for (size_t k = 0; k < op.outputs.size(); ++k)
-            if (plan_.graph.stored_16bit(op.outputs[k]))
-                convert_from_f32(buffers_.output_staging.at(k), stored(op.outputs[k]), storage_type_for(plan_.graph.precision),
-                                 tensor_count(op.outputs[k], samples), stream_);
-    }
-    // An output the backward reads again, widened into the staging it was computed in.
-    const float* saved_output(const OpDesc& op, size_t k, int64_t samples) const {
-        return read(op.outputs[k], samples, buffers_.output_staging.at(k));
-    }
+    StorageType type_of(int t) const { return plan_.stored_16bit(t) ? storage_type_for(plan_.precision) : StorageType::f32; }
     // cuBLASLt's bias epilogue reads its bias in 16-byte units: biases at other offsets of the
     // parameter store are added by a separate pass.
     static bool epilogue_takes(const void* bias) { return reinterpret_cast<uintptr_t>(bias) % 16 == 0; }
     // A parameter's 16-bit working copy (16-bit runs).
     void* working_param(int p) const {
-        return reinterpret_cast<char*>(buffers_.working_weights) + layout().offset[static_cast<size_t>(p)] * storage_bytes(storage_type_for(plan_.graph.precision));
-    }
-    float* grad(int t) const {
-        if (t < 0) return nullptr;
-        const int64_t offset = plan_.graph.grad_offset[static_cast<size_t>(t)];
-        return offset < 0 ? nullptr : buffers_.activation_gradients + offset;
+        return reinterpret_cast<char*>(buffers_.working_weights) + layout().offset[static_cast<size_t>(p)] * storage_bytes(storage_type_for(plan_.precision));
     }
     float* param(int p) const { return buffers_.weights + layout().offset[static_cast<size_t>(p)]; }
     float* param_grad(int p) const { return buffers_.gradients + layout().offset[static_cast<size_t>(p)]; }
-    int64_t tensor_count(int t, int64_t n) const { return model().tensors[static_cast<size_t>(t)].per_sample * n; }
 
     // Takes the micro-batch's buffers, each bound by its role.
     void acquire_step_buffers() {
@@ -473,18 +415,19 @@ private:
             TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
             end_micro_batch();
         }
-        for (const PlannedBuffer& b : plan_.per_micro_batch) {
+        for (const PlannedBuffer& b : device_plan_.per_micro_batch) {
             step_blocks_.push_back(allocator_.allocate(b.bytes, b.category));
             buffers_.bind(b, step_blocks_.back().ptr);
         }
-        buffers_.bind_tensor_views(plan_.graph);
+        buffers_.bind_tensor_views(plan_);
     }
 
     // Takes the buffers and stages the micro-batch's inputs and labels.
-    void begin_micro_batch(const MicroBatch& batch) {
-        if (batch.count < 1 || batch.count > plan_.graph.micro_batch)
+    void begin_micro_batch(const MicroBatch& batch) override {
+        activate_device();
+        if (batch.count < 1 || batch.count > plan_.micro_batch)
             throw Error("internal: micro-batch of " + std::to_string(batch.count) + " samples for buffers of " +
-                        std::to_string(plan_.graph.micro_batch));
+                        std::to_string(plan_.micro_batch));
         const ModelDesc& m = model();
         const int64_t inputs = m.input_per_sample * batch.count;
         const int64_t terms = m.loss_terms_per_sample * batch.count;
@@ -500,7 +443,7 @@ private:
         acquire_step_buffers();
         // The previous pass synchronised before returning, so the staging buffers are free.
         if (m.token_input) {
-            const int64_t targets_at = plan_.graph.token_elements;
+            const int64_t targets_at = plan_.token_elements;
             std::memcpy(host_tokens_, batch.tokens, inputs * sizeof(int32_t));
             std::memcpy(host_tokens_ + targets_at, batch.labels, terms * sizeof(int32_t));
             TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(buffers_.tokens, host_tokens_, inputs * sizeof(int32_t),
@@ -516,19 +459,19 @@ private:
         }
         std::memcpy(host_inputs_, batch.x, inputs * sizeof(float));
         // A 16-bit input lands in input staging 0 (it is op 0's input) and is rounded from there.
-        const bool round_input = plan_.graph.stored_16bit(0);
+        const bool round_input = plan_.stored_16bit(0);
         float* landing = round_input ? buffers_.input_staging[0] : tensor(0);
         TRAINBENCH_CUDA_CHECK(
             cudaMemcpyAsync(landing, host_inputs_, inputs * sizeof(float), cudaMemcpyHostToDevice, stream_));
-        if (round_input) convert_from_f32(landing, stored(0), storage_type_for(plan_.graph.precision), inputs, stream_);
+        if (round_input) convert_from_f32(landing, stored(0), storage_type_for(plan_.precision), inputs, stream_);
         if (classification) {
-            labels_ = static_cast<int32_t*>(workspace_at(plan_.labels_offset));
+            labels_ = static_cast<int32_t*>(workspace_at(device_plan_.labels_offset));
             std::memcpy(host_labels_, batch.labels, terms * sizeof(int32_t));
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(static_cast<int32_t*>(workspace_at(plan_.labels_offset)), host_labels_,
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(static_cast<int32_t*>(workspace_at(device_plan_.labels_offset)), host_labels_,
                                                   terms * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
         } else {
             std::memcpy(host_targets_, batch.targets, batch.count * sizeof(float));
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(workspace_at(plan_.targets_offset), host_targets_,
+            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(workspace_at(device_plan_.targets_offset), host_targets_,
                                                   batch.count * sizeof(float), cudaMemcpyHostToDevice, stream_));
         }
     }
@@ -539,49 +482,48 @@ private:
     void gather_preloaded(const MicroBatch& batch) {
         const int64_t count = batch.count;
         const DataSplit& train = spec_.preload->train;
-        auto* indices = static_cast<int64_t*>(workspace_at(plan_.indices_offset));
+        auto* indices = static_cast<int64_t*>(workspace_at(device_plan_.indices_offset));
         std::memcpy(host_indices_, batch.indices, count * sizeof(int64_t));
         TRAINBENCH_CUDA_CHECK(
             cudaMemcpyAsync(indices, host_indices_, count * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
-        const char* features = buffers_.preloaded_split + plan_.preload_features_offset;
+        const char* features = buffers_.preloaded_split + device_plan_.preload_features_offset;
         if (!train.pixels_u8.empty())
             gather_columns_u8(reinterpret_cast<const uint8_t*>(features), indices, count, train.features, stored(0),
                               type_of(0), stream_);
         else
             gather_columns_f32(reinterpret_cast<const float*>(features), indices, count, train.features, stored(0),
                                type_of(0), stream_);
-        const char* labels = buffers_.preloaded_split + plan_.preload_labels_offset;
+        const char* labels = buffers_.preloaded_split + device_plan_.preload_labels_offset;
         if (model().classes > 0) {
-            labels_ = static_cast<int32_t*>(workspace_at(plan_.labels_offset));
+            labels_ = static_cast<int32_t*>(workspace_at(device_plan_.labels_offset));
             gather_labels(reinterpret_cast<const int32_t*>(labels), indices, count,
-                          static_cast<int32_t*>(workspace_at(plan_.labels_offset)), stream_);
+                          static_cast<int32_t*>(workspace_at(device_plan_.labels_offset)), stream_);
         } else {
             gather_targets(reinterpret_cast<const float*>(labels), indices, count,
-                           static_cast<float*>(workspace_at(plan_.targets_offset)), stream_);
+                           static_cast<float*>(workspace_at(device_plan_.targets_offset)), stream_);
         }
     }
 
     // Gives the buffers back to the allocator's cache; callers have synchronised the stream.
-    void end_micro_batch() {
+    void end_micro_batch() override {
         for (DeviceBlock& block : step_blocks_) allocator_.release(block);
         step_blocks_.clear();
     }
 
     // Waits for the pass and reads its loss totals (sum, correct count).
     const double* read_totals() {
-        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_, workspace_at(plan_.totals_offset), 2 * sizeof(double),
+        TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(host_results_, workspace_at(device_plan_.totals_offset), 2 * sizeof(double),
                                               cudaMemcpyDeviceToHost, stream_));
         TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
         return host_results_;
     }
 
-    void forward(int64_t n) { walk_forward(plan_.graph, *this, n); }
 
     // A training micro-batch's kernels, enqueued one by one.
     void run_pass(int64_t n, float grad_scale) {
         forward(n);
         loss(n, grad_scale, true);
-        backward(n);
+        backward(n, plan_.last_segment);
     }
 
     // What torch.compile's "reduce-overhead" mode does with CUDA graphs: the hundreds of launches
@@ -655,7 +597,7 @@ private:
     int fused_layernorm(int residual) const {
         if (!spec_.fused) return -1;
         const OpDesc& op = model().ops[static_cast<size_t>(residual)];
-        const int ln = plan_.graph.fused_with[static_cast<size_t>(residual)];
+        const int ln = plan_.fused_with[static_cast<size_t>(residual)];
         if (op.kind != OpKind::residual_add || ln < 0 || model().ops[static_cast<size_t>(ln)].kind != OpKind::layernorm)
             return -1;
         const StorageType type = type_of(op.outputs[0]);
@@ -665,19 +607,19 @@ private:
     // The ReLU the planner fused with linear op o (GraphPlan::fused_with) when it works in place
     // on the product's output, which cuBLASLt's ReLU + bias epilogue can write; -1 otherwise.
     int in_place_relu_after(int o) const {
-        const int with = plan_.graph.fused_with[static_cast<size_t>(o)];
+        const int with = plan_.fused_with[static_cast<size_t>(o)];
         if (with < 0) return -1;
         const OpDesc& op = model().ops[static_cast<size_t>(with)];
         if (op.kind != OpKind::activation || op.activation != Activation::relu) return -1;
         const int linear_output = model().ops[static_cast<size_t>(o)].outputs[0];
-        return plan_.graph.tensor_alias[static_cast<size_t>(op.outputs[0])] == linear_output ? with : -1;
+        return plan_.tensor_alias[static_cast<size_t>(op.outputs[0])] == linear_output ? with : -1;
     }
 
     void forward_op(int o, int64_t n) override {
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
-        const int64_t rows = plan_.graph.rows(op, n);
-        const int computed_by = plan_.graph.fused_into[static_cast<size_t>(o)];
+        const int64_t rows = plan_.rows(op, n);
+        const int computed_by = plan_.fused_into[static_cast<size_t>(o)];
         if (computed_by >= 0 && fused_layernorm(computed_by) == o) return;  // its residual's kernel ran it
         if (computed_by >= 0 && relu_in_epilogue_[static_cast<size_t>(o)]) return;  // its product's epilogue ran it
         switch (op.kind) {
@@ -690,10 +632,10 @@ private:
                 // rounding, so the values are those of the separate pass.
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
                 const int64_t out = shape[0], in = shape[1];
-                const bool sixteen = plan_.graph.sixteen_bit();
+                const bool sixteen = plan_.sixteen_bit();
                 const void* weight = sixteen ? working_param(op.params[0]) : param(op.params[0]);
                 const void* bias = op.params.size() > 1 ? (sixteen ? working_param(op.params[1]) : param(op.params[1])) : nullptr;
-                const cudaDataType_t operands = cuda_data_type(storage_type_for(plan_.graph.precision));
+                const cudaDataType_t operands = cuda_data_type(storage_type_for(plan_.precision));
                 const int relu = in_place_relu_after(o);
                 if (relu >= 0) relu_in_epilogue_[static_cast<size_t>(relu)] = false;
                 if (bias != nullptr && epilogue_takes(bias)) {
@@ -716,18 +658,18 @@ private:
                 product.output_type = CUDA_R_32F;
                 run_gemm(*gemm_, product, stream_);
                 if (bias != nullptr)
-                    add_bias(result, StorageType::f32, bias, sixteen ? storage_type_for(plan_.graph.precision) : StorageType::f32, out, rows, stream_);
+                    add_bias(result, StorageType::f32, bias, sixteen ? storage_type_for(plan_.precision) : StorageType::f32, out, rows, stream_);
                 break;
             }
             case OpKind::activation:
                 // Widening, f in fp32 and one rounding, as the staged path would do.
                 if (type_of(op.inputs[0]) == type_of(op.outputs[0])) {
                     activation_forward(op.activation, stored(op.inputs[0]), stored(op.outputs[0]), type_of(op.outputs[0]),
-                                       tensor_count(op.outputs[0], n), stream_);
+                                       elements(op.outputs[0], n), stream_);
                     return;
                 }
                 activation_forward(op.activation, input(op, 0, n), output(op, 0), StorageType::f32,
-                                   tensor_count(op.outputs[0], n), stream_);
+                                   elements(op.outputs[0], n), stream_);
                 break;
             case OpKind::embedding: {
                 const auto& wte = m.params[static_cast<size_t>(op.params[0])];
@@ -747,7 +689,7 @@ private:
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
                 if (on_16bit_operands(op)) {  // reads and writes the 16-bit storage itself
                     attention_forward_16bit(blas_, stored(op.inputs[0]), stored(op.outputs[0]), stored(op.outputs[1]),
-                                            buffers_.attention_scratch, storage_type_for(plan_.graph.precision), n, op.rows_per_sample, C, op.heads,
+                                            buffers_.attention_scratch, storage_type_for(plan_.precision), n, op.rows_per_sample, C, op.heads,
                                             stream_);
                     return;
                 }
@@ -767,17 +709,17 @@ private:
                                                type_of(op.outputs[0]), param(norm.params[0]), param(norm.params[1]),
                                                stored(norm.outputs[0]), type_of(norm.outputs[0]),
                                                tensor(norm.outputs[1]), tensor(norm.outputs[2]),
-                                               plan_.graph.rows(norm, n), C, stream_);
+                                               plan_.rows(norm, n), C, stream_);
                     return;
                 }
                 const StorageType type = type_of(op.outputs[0]);
                 if (type_of(op.inputs[0]) == type && type_of(op.inputs[1]) == type) {
                     residual_forward(stored(op.inputs[0]), stored(op.inputs[1]), stored(op.outputs[0]), type,
-                                     tensor_count(op.outputs[0], n), stream_);
+                                     elements(op.outputs[0], n), stream_);
                     return;
                 }
                 residual_forward(input(op, 0, n), input(op, 1, n), output(op, 0), StorageType::f32,
-                                 tensor_count(op.outputs[0], n), stream_);
+                                 elements(op.outputs[0], n), stream_);
                 break;
             }
             case OpKind::cross_entropy:
@@ -796,13 +738,13 @@ private:
         const ModelDesc& m = model();
         const OpDesc& op = m.ops.back();
         const int in = op.inputs[0];
-        auto* sample_loss = static_cast<double*>(workspace_at(plan_.sample_loss_offset));
-        auto* totals = static_cast<double*>(workspace_at(plan_.totals_offset));
+        auto* sample_loss = static_cast<double*>(workspace_at(device_plan_.sample_loss_offset));
+        auto* totals = static_cast<double*>(workspace_at(device_plan_.totals_offset));
         float* dlogits = with_gradient ? grad(in) : nullptr;
         const float* values = read(in, n, buffers_.input_staging[0]);  // 16-bit outputs widened, as on the CPU
         if (op.kind == OpKind::cross_entropy) {
-            const int64_t rows = plan_.graph.rows(op, n);
-            auto* sample_correct = static_cast<int32_t*>(workspace_at(plan_.sample_correct_offset));
+            const int64_t rows = plan_.rows(op, n);
+            auto* sample_correct = static_cast<int32_t*>(workspace_at(device_plan_.sample_correct_offset));
             if (spec_.fused)
                 softmax_cross_entropy(values, StorageType::f32, labels_, m.classes, rows, grad_scale, dlogits,
                                       sample_loss, sample_correct, stream_);
@@ -811,26 +753,16 @@ private:
                                             sample_correct, buffers_.kernel_scratch, stream_);
             sum_sample_losses(sample_loss, sample_correct, rows, totals, stream_);
         } else {
-            mean_squared_error(values, StorageType::f32, static_cast<const float*>(workspace_at(plan_.targets_offset)),
+            mean_squared_error(values, StorageType::f32, static_cast<const float*>(workspace_at(device_plan_.targets_offset)),
                                n, grad_scale, dlogits, sample_loss, stream_);
             sum_sample_losses(sample_loss, nullptr, n, totals, stream_);
         }
     }
 
-    void backward(int64_t n) { walk_backward(plan_.graph, *this, n, plan_.graph.last_segment); }
-
-    // Whether op o's backward adds to parameter k's gradient (else overwrites it).
-    bool accumulates_param(int o, size_t k) const {
-        return plan_.graph.param_write(o, k, grads_stale_) == GradientWrite::accumulate;
-    }
-    bool accumulates_input(int o, size_t k) const {
-        return plan_.graph.input_write[static_cast<size_t>(o)][k] == GradientWrite::accumulate;
-    }
-
     void backward_op(int o, int64_t n) override {
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
-        const int64_t rows = plan_.graph.rows(op, n);
+        const int64_t rows = plan_.rows(op, n);
         const float* dout = grad(op.outputs.empty() ? -1 : op.outputs[0]);
         switch (op.kind) {
             case OpKind::linear: {
@@ -838,20 +770,20 @@ private:
                 const int64_t out = shape[0], in = shape[1];
                 // A 16-bit product's operands are 16-bit: its output gradient is rounded into
                 // output staging 0 (free in the backward), as the CPU rounds it in place.
-                const bool sixteen = plan_.graph.sixteen_bit();
+                const bool sixteen = plan_.sixteen_bit();
                 const void* dz = dout;
                 if (sixteen) {
-                    convert_from_f32(dout, buffers_.output_staging[0], storage_type_for(plan_.graph.precision), tensor_count(op.outputs[0], n), stream_);
+                    convert_from_f32(dout, buffers_.output_staging[0], storage_type_for(plan_.precision), elements(op.outputs[0], n), stream_);
                     dz = buffers_.output_staging[0];
                 }
-                const StorageType dz_type = sixteen ? storage_type_for(plan_.graph.precision) : StorageType::f32;
+                const StorageType dz_type = sixteen ? storage_type_for(plan_.precision) : StorageType::f32;
                 const cudaDataType_t operands = cuda_data_type(dz_type);
                 run_gemm(*gemm_,
                          linear_weight_grad_product(in, out, rows, stored(op.inputs[0]), dz, param_grad(op.params[0]),
-                                                    operands, accumulates_param(o, 0)),
+                                                    operands, accumulates(param_write(o, 0))),
                          stream_);
                 if (op.params.size() > 1)
-                    bias_grad(dz, dz_type, out, rows, param_grad(op.params[1]), accumulates_param(o, 1), stream_);
+                    bias_grad(dz, dz_type, out, rows, param_grad(op.params[1]), accumulates(param_write(o, 1)), stream_);
                 // The planner gives a linear op's input no other reader, so the product overwrites it.
                 if (float* dinput = grad(op.inputs[0]))
                     run_gemm(*gemm_,
@@ -867,21 +799,21 @@ private:
                 if (!g) return;
                 const int saved = activation_needs_input(op.activation) ? op.inputs[0] : op.outputs[0];
                 activation_backward(op.activation, g, StorageType::f32, stored(saved), type_of(saved),
-                                    tensor_count(op.outputs[0], n), stream_);
+                                    elements(op.outputs[0], n), stream_);
                 return;
             }
             case OpKind::embedding: {
                 const auto& wte = m.params[static_cast<size_t>(op.params[0])];
                 embedding_backward(dout, buffers_.tokens, param_grad(op.params[0]), param_grad(op.params[1]), n,
-                                   op.rows_per_sample, wte.shape[1], wte.shape[0], accumulates_param(o, 0),
-                                   accumulates_param(o, 1), stream_);
+                                   op.rows_per_sample, wte.shape[1], wte.shape[0], accumulates(param_write(o, 0)),
+                                   accumulates(param_write(o, 1)), stream_);
                 return;
             }
             case OpKind::layernorm: {
                 const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
                 layernorm_backward(dout, stored(op.inputs[0]), type_of(op.inputs[0]), param(op.params[0]), tensor(op.outputs[1]),
                                    tensor(op.outputs[2]), grad(op.inputs[0]), param_grad(op.params[0]),
-                                   param_grad(op.params[1]), rows, C, accumulates_input(o, 0), accumulates_param(o, 0),
+                                   param_grad(op.params[1]), rows, C, accumulates(input_write(o, 0)), accumulates(param_write(o, 0)),
                                    buffers_.kernel_scratch, stream_);
                 return;
             }
@@ -889,13 +821,13 @@ private:
                 float* dqkv = grad(op.inputs[0]);
                 if (!dqkv) return;
                 const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-                const int64_t count = tensor_count(op.outputs[0], n);
+                const int64_t count = elements(op.outputs[0], n);
                 if (on_16bit_operands(op)) {
                     // The output gradient rounded into output staging 0 (free in the backward), as
                     // for a linear op.
-                    convert_from_f32(dout, buffers_.output_staging[0], storage_type_for(plan_.graph.precision), count, stream_);
+                    convert_from_f32(dout, buffers_.output_staging[0], storage_type_for(plan_.precision), count, stream_);
                     attention_backward_16bit(blas_, buffers_.output_staging[0], stored(op.inputs[0]), stored(op.outputs[1]), dqkv,
-                                             buffers_.attention_scratch, storage_type_for(plan_.graph.precision), n, op.rows_per_sample, C, op.heads,
+                                             buffers_.attention_scratch, storage_type_for(plan_.precision), n, op.rows_per_sample, C, op.heads,
                                              stream_);
                     return;
                 }
@@ -911,8 +843,8 @@ private:
                 return;
             }
             case OpKind::residual_add:
-                residual_backward(dout, grad(op.inputs[0]), accumulates_input(o, 0), grad(op.inputs[1]),
-                                  accumulates_input(o, 1), tensor_count(op.outputs[0], n), stream_);
+                residual_backward(dout, grad(op.inputs[0]), accumulates(input_write(o, 0)), grad(op.inputs[1]),
+                                  accumulates(input_write(o, 1)), elements(op.outputs[0], n), stream_);
                 return;
             case OpKind::cross_entropy:
             case OpKind::mean_squared_error: return;
@@ -924,7 +856,7 @@ private:
     }
 
     EngineSpec spec_;
-    DevicePlan plan_;
+    DevicePlan device_plan_;  // what CUDA allocates besides: its workspace's layout
     int device_ = 0;
     mutable DeviceAllocator allocator_;
     cudaStream_t stream_ = nullptr;
@@ -934,10 +866,6 @@ private:
     cublasHandle_t blas_ = nullptr;
 
     std::vector<DeviceBlock> persistent_;
-    BufferBindings buffers_;  // the plan's buffers by role (the per-micro-batch ones while a pass holds them)
-    // zero_grad() was called and no backward pass has run since: the next one overwrites the
-    // gradients (first writers) instead of adding to them, as the CPU engine.
-    bool grads_stale_ = false;
 
     // Passes kept as graphs: an update's first and later full micro-batches, a partial last
     // batch's, and those of a loss scale or normaliser that changed lately.
