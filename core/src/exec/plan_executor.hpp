@@ -86,13 +86,16 @@ protected:
     void end_gradient_pass() { grads_stale_ = false; }
     GradientWrite param_write(int o, size_t k) const { return plan_.param_write(o, k, grads_stale_); }
     GradientWrite input_write(int o, size_t k) const { return plan_.input_write[static_cast<size_t>(o)][k]; }
+    // How ZeRO-2 puts a reduced bucket into the shard's gradients (exec/zero_sharding.hpp).
+    GradientWrite bucket_write() const { return first_micro_batch_ ? GradientWrite::overwrite : GradientWrite::accumulate; }
 
     const GraphPlan plan_;
     BufferBindings buffers_;  // the plan's buffers by role (a micro-batch's while a pass holds them)
     // zero_grad() was called and no backward pass has run since.
     bool grads_stale_ = false;
-    // The backward pass running (or the last one) is the update's first (ZeRO-2 writes its shard
-    // rather than adding to it).
+
+private:
+    // The backward pass running (or the last one) is the update's first.
     bool first_micro_batch_ = false;
 };
 

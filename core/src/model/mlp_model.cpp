@@ -15,7 +15,7 @@ ModelDesc build_mlp(const std::vector<int64_t>& sizes, Activation activation, in
     m.summary = "MLP ";
     for (size_t i = 0; i < sizes.size(); ++i) m.summary += (i ? "-" : "") + std::to_string(sizes[i]);
 
-    // Checkpoint segments as the CPU engine has always grouped them: sqrt(n) hidden layers each,
+    // Gradient checkpointing's segments (exec/gradient_checkpointing.hpp): sqrt(n) hidden layers each,
     // so that the kept activations and the recomputed ones both grow as sqrt(n).
     const int64_t hidden = static_cast<int64_t>(sizes.size()) - 2;
     const int64_t per_segment =

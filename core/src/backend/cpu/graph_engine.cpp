@@ -1,23 +1,20 @@
-// The CPU executor over a model description, every model family's engine on the CPU: one switch
-// over op kinds for the forward and one for the backward, on buffers the planner
-// (plan/graph_plan.cpp) laid out. Persistent state (parameters, gradients, optimizer state,
-// packed weights) is allocated once; the buffers of a micro-batch are taken from the
-// TrackingArena when it starts and given back when it ends, as a framework's caching allocator
-// does, so they show up as activations during the step and as cache between steps, and the
-// steady state reuses the same blocks without touching the system allocator.
+// The CPU backend: the executor (exec/plan_executor.hpp) walks the plan; this file gives it the
+// op kernels (one switch over op kinds for the forward, one for the backward), host memory, the
+// loss, the optimizer step, ZeRO's collectives (exec/zero_sharding.hpp) and pipeline stages.
+// Persistent state (parameters, gradients, optimizer state, packed weights) is allocated once;
+// the buffers of a micro-batch are taken from the TrackingArena when it starts and given back
+// when it ends, as a framework's caching allocator does, so they show up as activations during
+// the step and as cache between steps, and the steady state reuses the same blocks without
+// touching the system allocator.
 //
 // The linear ops' products run in Eigen on packed weights or in oneDNN on the weights as stored
 // (GraphPlan::products, --cpu-products; nn/onednn_linear.hpp); convolutions in Eigen.
 //
-// Mixed precision (bf16, fp16) keeps fp32 master weights, gradients and optimizer state, and
-// stores the activations and a working copy of the weights in 16 bits. Kernels compute in fp32:
-// an op widens its 16-bit inputs into fp32 stagings, and its results are rounded into 16-bit
-// storage, except where a kernel reads and writes the storage itself (oneDNN's bf16 products,
-// fused attention). The products read the 16-bit working copy and their output gradient rounded
-// to 16 bits (16-bit inputs, fp32 accumulation, as tensor cores multiply); LayerNorm and the
-// embedding read the fp32 master weights, as torch's autocast leaves those ops in fp32.
-// tests/core/test_mlp_goldens.cpp pins an MLP's weights at these rounding points, bit for bit
-// (with Eigen's products).
+// Mixed precision (exec/mixed_precision.cpp has its rounding points): the kernels that read and
+// write 16-bit storage themselves here are oneDNN's bf16 products, the fused attention, LayerNorm
+// and the residual + LayerNorm pair; LayerNorm and the embedding read the fp32 master weights, as
+// torch's autocast leaves those ops in fp32. tests/core/test_mlp_goldens.cpp pins an MLP's
+// weights at these rounding points, bit for bit (with Eigen's products).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -31,6 +28,7 @@
 #include "backend/compute_engine.hpp"
 #include "exec/buffer_bindings.hpp"
 #include "exec/plan_executor.hpp"
+#include "exec/zero_sharding.hpp"
 #include "memory/tracking_arena.hpp"
 #include "model/param_layout.hpp"
 #include "nn/activation.hpp"
@@ -161,10 +159,8 @@ public:
     ModelWeights gradients() const override {
         if (grads_stale_) throw Error("gradients read after zero_grad() without a micro-batch");
         if (!plan_.reduces_in_backward()) return gather_trainable(plan_.model, plan_.params, buffers_.gradients);
-        const ShardRange shard = plan_.optimizer_shard;
         std::vector<float> whole(static_cast<size_t>(plan_.params.trainable_end));
-        std::copy(buffers_.gradients, buffers_.gradients + shard.size(), whole.begin() + shard.begin);
-        zero_group().all_gather(whole.data(), plan_.params.trainable_end);
+        gather_shards(buffers_.gradients, plan_.optimizer_shard, whole.data(), plan_.params.trainable_end, zero_group());
         return gather_trainable(plan_.model, plan_.params, whole.data());
     }
 
@@ -175,21 +171,10 @@ public:
             holders.sum(buffers_.gradients + range.begin, range.size());
             return;
         }
-        // ZeRO-2: through the bucket block (free between backward passes), a block's length at a
-        // time: each process adds the part of it in its shard, zeros elsewhere; the copies' shards
-        // tile the tensor once per stage, so the sum is both stages' whole; each keeps its part.
-        const ShardRange shard = plan_.optimizer_shard;
+        // ZeRO-2: through the bucket block, free between backward passes; the copies' shards tile
+        // the tensor once per stage, so the sum is both stages' whole.
         buffers_.gradient_buckets = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
-        for (int64_t begin = range.begin; begin < range.end; begin += plan_.bucket_floats) {
-            const ShardRange chunk{begin, std::min(range.end, begin + plan_.bucket_floats)};
-            const ShardRange part = overlap(chunk, shard);
-            std::fill(buffers_.gradient_buckets, buffers_.gradient_buckets + chunk.size(), 0.0f);
-            if (part.size() > 0)
-                std::copy_n(buffers_.gradients + (part.begin - shard.begin), part.size(), buffers_.gradient_buckets + (part.begin - chunk.begin));
-            holders.sum(buffers_.gradient_buckets, chunk.size());
-            if (part.size() > 0)
-                std::copy_n(buffers_.gradient_buckets + (part.begin - chunk.begin), part.size(), buffers_.gradients + (part.begin - shard.begin));
-        }
+        sum_sharded_gradient(plan_, range, buffers_.gradient_buckets, buffers_.gradients, holders);
         arena_.release(buffers_.gradient_buckets);
         buffers_.gradient_buckets = nullptr;
     }
@@ -198,11 +183,7 @@ public:
         const ShardRange range = trainable_range(name);
         materialise_zero_grad();
         if (!plan_.reduces_in_backward()) return gradient_norm_squared(buffers_.gradients + range.begin, range.size());
-        const ShardRange part = overlap(range, plan_.optimizer_shard);
-        double norm_squared =
-            part.size() > 0 ? gradient_norm_squared(buffers_.gradients + (part.begin - plan_.optimizer_shard.begin), part.size()) : 0.0;
-        zero_group().sum(&norm_squared, 1);
-        return norm_squared;
+        return sharded_gradient_norm_squared(plan_, range, buffers_.gradients, zero_group());
     }
 
     double forward_backward(const MicroBatch& batch, double normaliser, double loss_scale) override {
@@ -290,10 +271,7 @@ public:
         begin_gradient_pass();
         end_gradient_pass();
         buffers_.gradient_buckets = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
-        for (const GraphPlan::GradientBucket& bucket : plan_.gradient_buckets) {
-            std::fill(buffers_.gradient_buckets + bucket.offset, buffers_.gradient_buckets + bucket.offset + bucket.floats, 0.0f);
-            reduce_bucket(bucket);
-        }
+        reduce_empty_buckets(plan_, buffers_.gradient_buckets, buffers_.gradients, bucket_write(), zero_group(), collective_ms_);
         arena_.release(buffers_.gradient_buckets);
         buffers_.gradient_buckets = nullptr;
     }
@@ -338,11 +316,8 @@ public:
         // Each slot's slices gathered into a whole tensor, as one process would hold it.
         const ShardRange shard = plan_.optimizer_shard;
         std::vector<float> whole(static_cast<size_t>(n * plan_.optimizer_slots));
-        for (int s = 0; s < plan_.optimizer_slots; ++s) {
-            float* slot = whole.data() + s * n;
-            std::copy(buffers_.optimizer_state + s * shard.size(), buffers_.optimizer_state + (s + 1) * shard.size(), slot + shard.begin);
-            zero_group().all_gather(slot, n);
-        }
+        for (int s = 0; s < plan_.optimizer_slots; ++s)
+            gather_shards(buffers_.optimizer_state + s * shard.size(), shard, whole.data() + s * n, n, zero_group());
         return optimizer_state_tensors(spec_.optimizer, whole.data(), n);
     }
 
@@ -415,33 +390,6 @@ private:
     // The summed gradients of this process's slice of the parameters (all of them without ZeRO).
     float* shard_gradients() const {
         return plan_.reduces_in_backward() ? buffers_.gradients : buffers_.gradients + plan_.optimizer_shard.begin;
-    }
-
-    // ZeRO-2: sums a complete bucket over the processes and adds this process's part of the sum
-    // into its shard of the gradients (the update's first micro-batch writes it instead).
-    void reduce_bucket(const GraphPlan::GradientBucket& bucket) {
-        float* values = buffers_.gradient_buckets + bucket.offset;
-        {
-            const CollectiveTimer timer(collective_ms_);
-            zero_group().reduce_scatter(values, bucket.counts);
-        }
-        // The part arrives at the start of the bucket: each parameter's overlap with the shard,
-        // in flat-store order.
-        const ShardRange shard = plan_.optimizer_shard;
-        const float* next = values;
-        for (int p : bucket.params) {
-            const ShardRange part = overlap(plan_.param_range(p), shard);
-            const int64_t count = part.size();
-            if (count == 0) continue;
-            float* into = buffers_.gradients + (part.begin - shard.begin);
-            if (first_micro_batch_) {
-                std::copy(next, next + count, into);
-            } else {
-#pragma omp simd
-                for (int64_t i = 0; i < count; ++i) into[i] += next[i];
-            }
-            next += count;
-        }
     }
 
     // 16-bit runs: the working copy the products read, rounded from the master weights (the
@@ -896,7 +844,8 @@ private:
     // ZeRO-2: a bucket is reduced right after the op that completes it.
     void backward_done(int o) override {
         if (plan_.reduces_in_backward() && plan_.op_bucket[static_cast<size_t>(o)] >= 0)
-            reduce_bucket(plan_.gradient_buckets[static_cast<size_t>(plan_.op_bucket[static_cast<size_t>(o)])]);
+            reduce_gradient_bucket(plan_, plan_.gradient_buckets[static_cast<size_t>(plan_.op_bucket[static_cast<size_t>(o)])],
+                                   buffers_.gradient_buckets, buffers_.gradients, bucket_write(), zero_group(), collective_ms_);
     }
 
     void backward_op(int o, int64_t n) override {

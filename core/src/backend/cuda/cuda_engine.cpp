@@ -1,8 +1,9 @@
-// The CUDA engine: the executor over a model description, one switch over op kinds for the
-// forward and one for the backward, as backend/cpu/graph_engine.cpp, on device buffers the
-// planner (plan/graph_plan.cpp) laid out. Every model family it has kernels for (MLP, GPT) runs
-// here, so the checkpoint segments, the parameter layout and the rounding points are the CPU
-// engine's. Linear layers are cuBLASLt products (linear_products.hpp),
+// The CUDA backend: the executor (exec/plan_executor.hpp) walks the plan; this file gives it the
+// op kernels (one switch over op kinds for the forward, one for the backward), device memory,
+// the loss, the optimizer step and the primitives it needs (widening, rounding, zeroing and
+// copying device values). Every model family it has kernels for (MLP, GPT) runs here, on the
+// plan the CPU backend runs, so the checkpoint segments, the parameter layout and the rounding
+// points are the same. Linear layers are cuBLASLt products (linear_products.hpp),
 // attention uses cuBLAS strided-batched products, the rest are the engine's own kernels
 // (gpt_kernels.hpp, kernels.hpp), all deterministic, all on one stream. With --fused off the
 // attention, the loss and the optimizer run one tensor op at a time as eager PyTorch does
