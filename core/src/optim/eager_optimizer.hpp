@@ -4,20 +4,16 @@
 // pass over one parameter tensor. Described once here for both engines: the CPU runs each op
 // over its worker team (optimizer_step_eager_cpu), the GPU as one kernel
 // (backend/cuda/eager_kernels.cu). Scalars are derived in double and rounded to float, as the
-// one-pass rules in optimizer_step.cpp do.
+// one-pass rules (optim/optimizer_rules.hpp) do.
 #include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "optim/host_device.hpp"
 #include "parallel/shard_range.hpp"
 #include "trainbench/run_config.hpp"
 
-#ifdef __CUDACC__
-#define TRAINBENCH_HOST_DEVICE __host__ __device__
-#else
-#define TRAINBENCH_HOST_DEVICE
-#endif
 
 namespace trainbench {
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "optim/eager_optimizer.hpp"
+#include "optim/optimizer_rules.hpp"
 #include "parallel/parallel_range.hpp"
 #include "precision/half_float.hpp"
 
@@ -10,13 +11,9 @@
 #include <stdexcept>
 #include <string>
 
-// Each rule reproduces torch.optim's single-tensor algorithm (torch 1.13) operation by
-// operation: torch evaluates every tensor op on float32 with its Python-float hyper-parameters
-// cast to float, and derived scalars (bias corrections, 1 - beta, Adagrad's clr) computed in
-// double first. Mirroring that order keeps our trajectories within float rounding of PyTorch's.
-// The loops are element-wise with no reductions, so any split of the work gives the same bits.
-// `step` counts applied updates (an update the loss scaler skips does not count), as torch's
-// per-parameter step does; SGD's first step and Adam's bias corrections depend on it.
+// The rules themselves are optimizer_rules.hpp's, shared with the GPU. The loops are element-wise
+// with no reductions, so any split of the work gives the same bits. Each reads the rule's flags
+// into locals first and keeps absent state out of the loop body, so that GCC vectorises it.
 
 namespace trainbench {
 namespace {
@@ -28,71 +25,26 @@ float as_float(double value) { return static_cast<float>(value); }
 // cache when the rule reads them.
 constexpr int64_t kFusedBlock = 4096;
 
-void sgd_step(const OptimizerConfig& config, float* params, const float* grads,
-              float* momentum_buffer, int64_t begin, int64_t end, double lr, int64_t step) {
-    const double weight_decay_d = config.resolved_weight_decay();
-    const bool decay = weight_decay_d != 0.0;
-    const bool use_momentum = config.momentum != 0.0;
-    // torch clones the decayed gradient into the buffer on the first step (no dampening).
-    const bool first_step = step == 1;
-    const bool nesterov = config.nesterov;
-    const float weight_decay = as_float(weight_decay_d);
-    const float momentum = as_float(config.momentum);
-    const float one_minus_dampening = as_float(1.0 - config.dampening);
-    const float neg_lr = as_float(-lr);
+void sgd_step(const OptimizerScalars& scalars, bool decay, float* params, const float* grads, float* momentum_buffer,
+              int64_t begin, int64_t end) {
+    const OptimizerScalars s = scalars;
+    if (!s.use_momentum) {
 #pragma omp simd
-    for (int64_t i = begin; i < end; ++i) {
-        float d_p = grads[i];
-        if (decay) d_p = d_p + weight_decay * params[i];
-        if (use_momentum) {
-            float buf;
-            if (first_step) {
-                buf = d_p;
-            } else {
-                buf = momentum_buffer[i] * momentum;
-                buf = buf + one_minus_dampening * d_p;
-            }
-            momentum_buffer[i] = buf;
-            d_p = nesterov ? d_p + momentum * buf : buf;
+        for (int64_t i = begin; i < end; ++i) {
+            float unused = 0.0f;
+            params[i] = sgd_rule(params[i], grads[i], unused, decay, s);
         }
-        params[i] = params[i] + neg_lr * d_p;
+        return;
     }
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) params[i] = sgd_rule(params[i], grads[i], momentum_buffer[i], decay, s);
 }
 
-// Adam with L2 decay folded into the gradient; AdamW instead shrinks the parameters first.
-void adam_step(const OptimizerConfig& config, bool decoupled_decay, float* params,
-               const float* grads, float* exp_avg, float* exp_avg_sq, int64_t begin, int64_t end,
-               double lr, int64_t step) {
-    const double weight_decay_d = config.resolved_weight_decay();
-    const bool l2_decay = !decoupled_decay && weight_decay_d != 0.0;
-    const bool shrink = decoupled_decay && weight_decay_d != 0.0;
-    const float shrink_factor = as_float(1.0 - lr * weight_decay_d);
-    const float weight_decay = as_float(weight_decay_d);
-    const double steps = static_cast<double>(step);
-    const double bias_correction1 = 1.0 - std::pow(config.beta1, steps);
-    const double bias_correction2 = 1.0 - std::pow(config.beta2, steps);
-    const float neg_step_size = as_float(-(lr / bias_correction1));
-    const float bias_correction2_sqrt = as_float(std::sqrt(bias_correction2));
-    const float beta1 = as_float(config.beta1);
-    const float beta2 = as_float(config.beta2);
-    const float one_minus_beta1 = as_float(1.0 - config.beta1);
-    const float one_minus_beta2 = as_float(1.0 - config.beta2);
-    const float eps = as_float(config.resolved_eps());
+void adam_step(const OptimizerScalars& scalars, bool decay, float* params, const float* grads, float* exp_avg,
+               float* exp_avg_sq, int64_t begin, int64_t end) {
+    const OptimizerScalars s = scalars;
 #pragma omp simd
-    for (int64_t i = begin; i < end; ++i) {
-        float param = params[i];
-        if (shrink) param = param * shrink_factor;
-        float grad = grads[i];
-        if (l2_decay) grad = grad + weight_decay * param;
-        float m = exp_avg[i] * beta1;
-        m = m + one_minus_beta1 * grad;
-        float v = exp_avg_sq[i] * beta2;
-        v = v + one_minus_beta2 * grad * grad;
-        exp_avg[i] = m;
-        exp_avg_sq[i] = v;
-        const float denom = std::sqrt(v) / bias_correction2_sqrt + eps;
-        params[i] = param + neg_step_size * m / denom;
-    }
+    for (int64_t i = begin; i < end; ++i) params[i] = adam_rule(params[i], grads[i], exp_avg[i], exp_avg_sq[i], decay, s);
 }
 
 struct RmspropBuffers {
@@ -112,66 +64,55 @@ RmspropBuffers rmsprop_buffers(const OptimizerConfig& config, float* state, int6
     return buffers;
 }
 
-void rmsprop_step(const OptimizerConfig& config, float* params, const float* grads,
-                  float* state, int64_t n, int64_t begin, int64_t end, double lr) {
-    const RmspropBuffers buffers = rmsprop_buffers(config, state, n);
+// One loop per combination of RMSprop's optional buffers, each with the flags as constants, so
+// that the loop has no branch left to keep it from vectorising.
+template <bool Momentum, bool Centered>
+void rmsprop_loop(const OptimizerScalars& scalars, bool decay, float* params, const float* grads,
+                  const RmspropBuffers& buffers, int64_t begin, int64_t end) {
+    OptimizerScalars s = scalars;
+    s.use_momentum = Momentum;
+    s.centered = Centered;
     float* square_avg = buffers.square_avg;
     float* momentum_buffer = buffers.momentum_buffer;
     float* grad_avg = buffers.grad_avg;
-    const double weight_decay_d = config.resolved_weight_decay();
-    const bool decay = weight_decay_d != 0.0;
-    const bool centered = config.centered;
-    const bool use_momentum = config.momentum > 0.0;
-    const float weight_decay = as_float(weight_decay_d);
-    const float alpha = as_float(config.alpha);
-    const float one_minus_alpha = as_float(1.0 - config.alpha);
-    const float eps = as_float(config.resolved_eps());
-    const float momentum = as_float(config.momentum);
-    const float neg_lr = as_float(-lr);
 #pragma omp simd
     for (int64_t i = begin; i < end; ++i) {
-        float grad = grads[i];
-        if (decay) grad = grad + weight_decay * params[i];
-        float sq = square_avg[i] * alpha;
-        sq = sq + one_minus_alpha * grad * grad;
-        square_avg[i] = sq;
-        float avg;
-        if (centered) {
-            float ga = grad_avg[i] * alpha;
-            ga = ga + one_minus_alpha * grad;
-            grad_avg[i] = ga;
-            avg = std::sqrt(sq - ga * ga);
-        } else {
-            avg = std::sqrt(sq);
-        }
-        avg = avg + eps;
-        if (use_momentum) {
-            float buf = momentum_buffer[i] * momentum;
-            buf = buf + grad / avg;
-            momentum_buffer[i] = buf;
-            params[i] = params[i] + neg_lr * buf;
-        } else {
-            params[i] = params[i] + neg_lr * grad / avg;
-        }
+        float buf = 0.0f, average = 0.0f;
+        if constexpr (Momentum) buf = momentum_buffer[i];
+        if constexpr (Centered) average = grad_avg[i];
+        params[i] = rmsprop_rule(params[i], grads[i], square_avg[i], buf, average, decay, s);
+        if constexpr (Momentum) momentum_buffer[i] = buf;
+        if constexpr (Centered) grad_avg[i] = average;
     }
 }
 
-void adagrad_step(const OptimizerConfig& config, float* params, const float* grads,
-                  float* state_sum, int64_t begin, int64_t end, double lr, int64_t step) {
-    const double weight_decay_d = config.resolved_weight_decay();
-    const bool decay = weight_decay_d != 0.0;
-    const float weight_decay = as_float(weight_decay_d);
-    const double clr = lr / (1.0 + static_cast<double>(step - 1) * config.lr_decay);
-    const float neg_clr = as_float(-clr);
-    const float eps = as_float(config.resolved_eps());
+void rmsprop_step(const OptimizerConfig& config, const OptimizerScalars& s, bool decay, float* params,
+                  const float* grads, float* state, int64_t n, int64_t begin, int64_t end) {
+    const RmspropBuffers buffers = rmsprop_buffers(config, state, n);
+    const bool momentum = buffers.momentum_buffer != nullptr, centered = buffers.grad_avg != nullptr;
+    if (momentum && centered) rmsprop_loop<true, true>(s, decay, params, grads, buffers, begin, end);
+    else if (momentum) rmsprop_loop<true, false>(s, decay, params, grads, buffers, begin, end);
+    else if (centered) rmsprop_loop<false, true>(s, decay, params, grads, buffers, begin, end);
+    else rmsprop_loop<false, false>(s, decay, params, grads, buffers, begin, end);
+}
+
+void adagrad_step(const OptimizerScalars& scalars, bool decay, float* params, const float* grads, float* state_sum,
+                  int64_t begin, int64_t end) {
+    const OptimizerScalars s = scalars;
 #pragma omp simd
-    for (int64_t i = begin; i < end; ++i) {
-        float grad = grads[i];
-        if (decay) grad = grad + weight_decay * params[i];
-        const float sum = state_sum[i] + grad * grad;
-        state_sum[i] = sum;
-        const float std_dev = std::sqrt(sum) + eps;
-        params[i] = params[i] + neg_clr * grad / std_dev;
+    for (int64_t i = begin; i < end; ++i) params[i] = adagrad_rule(params[i], grads[i], state_sum[i], decay, s);
+}
+
+// Runs config's rule over [begin, end).
+void apply_rule(const OptimizerConfig& config, const OptimizerScalars& s, bool decay, float* params, const float* grads,
+                float* state, int64_t n, int64_t begin, int64_t end) {
+    if (begin >= end) return;
+    switch (config.kind) {
+        case OptimizerKind::sgd: sgd_step(s, decay, params, grads, state, begin, end); return;
+        case OptimizerKind::adam:
+        case OptimizerKind::adamw: adam_step(s, decay, params, grads, state, state + n, begin, end); return;
+        case OptimizerKind::rmsprop: rmsprop_step(config, s, decay, params, grads, state, n, begin, end); return;
+        case OptimizerKind::adagrad: adagrad_step(s, decay, params, grads, state, begin, end); return;
     }
 }
 
@@ -195,10 +136,12 @@ int optimizer_state_slots(const OptimizerConfig& config) {
     throw std::logic_error("optimizer_state_slots: unknown OptimizerKind");
 }
 
+float optimizer_initial_state_value(const OptimizerConfig& config) {
+    return config.kind == OptimizerKind::adagrad ? as_float(config.initial_accumulator_value) : 0.0f;
+}
+
 void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n) {
-    const float initial = config.kind == OptimizerKind::adagrad
-                              ? as_float(config.initial_accumulator_value)
-                              : 0.0f;
+    const float initial = optimizer_initial_state_value(config);
     const int64_t total = n * optimizer_state_slots(config);
     for (int64_t i = 0; i < total; ++i) state[i] = initial;
 }
@@ -210,28 +153,17 @@ void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* gra
     if (static_cast<unsigned>(config.kind) > static_cast<unsigned>(OptimizerKind::adagrad))
         throw std::logic_error("optimizer_step_cpu: unknown OptimizerKind");
     if (decay_end < 0 || decay_end > n) decay_end = n;
-    OptimizerConfig no_decay = config;
-    no_decay.weight_decay = 0.0;
     // Element-wise rules: each slice of the flat arrays is updated independently, so the
     // result does not depend on how the work is split, nor on where the decayed group ends.
-    auto rule = [&](const OptimizerConfig& c, int64_t begin, int64_t end) {
-        if (begin >= end) return;
-        switch (c.kind) {
-            case OptimizerKind::sgd: sgd_step(c, params, grads, state, begin, end, lr, step); return;
-            case OptimizerKind::adam: adam_step(c, false, params, grads, state, state + n, begin, end, lr, step); return;
-            case OptimizerKind::adamw: adam_step(c, true, params, grads, state, state + n, begin, end, lr, step); return;
-            case OptimizerKind::rmsprop: rmsprop_step(c, params, grads, state, n, begin, end, lr); return;
-            case OptimizerKind::adagrad: adagrad_step(c, params, grads, state, begin, end, lr, step); return;
-        }
-    };
+    const OptimizerScalars scalars = optimizer_scalars(config, lr, step);
     // One pass: each block's gradients are scaled (loss-scale undo, clipping) and applied while
     // they are in cache.
     parallel_range(n, 8, [&](int64_t first, int64_t last) {
         for (int64_t begin = first; begin < last; begin += kFusedBlock) {
             const int64_t end = std::min(last, begin + kFusedBlock);
             if (grad_multiplier != 1.0) scale_in_place(grads, begin, end, grad_multiplier);
-            rule(config, begin, std::min(end, decay_end));
-            rule(no_decay, std::max(begin, decay_end), end);
+            apply_rule(config, scalars, scalars.decay, params, grads, state, n, begin, std::min(end, decay_end));
+            apply_rule(config, scalars, false, params, grads, state, n, std::max(begin, decay_end), end);
             if (working_copy)
                 store_16bit_serial(working_copy->precision, params + begin, working_copy->codes + begin, end - begin);
         }
@@ -257,8 +189,8 @@ void optimizer_step_eager_cpu(const OptimizerConfig& config, float* params, floa
         });
     };
     auto one_pass = [&](const OptimizerConfig& c, int64_t begin, int64_t end) {
-        if (c.kind == OptimizerKind::rmsprop) rmsprop_step(c, params, grads, state, n, begin, end, lr);
-        else adagrad_step(c, params, grads, state, begin, end, lr, step);
+        const OptimizerScalars scalars = optimizer_scalars(c, lr, step);
+        apply_rule(c, scalars, scalars.decay, params, grads, state, n, begin, end);
     };
     for_each_eager_optimizer_op(config, params, grads, state, n, lr, grad_multiplier, step, decay_end, tensors, scratch,
                                 run, one_pass);

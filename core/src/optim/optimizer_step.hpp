@@ -14,6 +14,8 @@ namespace trainbench {
 // adam/adamw 2 (exp_avg, exp_avg_sq), rmsprop 1 (+1 momentum, +1 centered), adagrad 1.
 int optimizer_state_slots(const OptimizerConfig& config);
 
+// The value every state element starts at: Adagrad's initial_accumulator_value, else zero.
+float optimizer_initial_state_value(const OptimizerConfig& config);
 // Initial values of the state (adagrad's initial_accumulator_value; zeros otherwise).
 // `state` holds optimizer_state_slots(config) consecutive buffers of n floats.
 void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n);

@@ -289,10 +289,7 @@ private:
         round_working_weights();
         TRAINBENCH_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients, 0, n * sizeof(float), stream_));
         if (buffers_.optimizer_state != nullptr) {
-            const float initial = spec_.optimizer.kind == OptimizerKind::adagrad
-                                      ? static_cast<float>(spec_.optimizer.initial_accumulator_value)
-                                      : 0.0f;
-            fill_f32(buffers_.optimizer_state, initial, n * plan_.optimizer_slots, stream_);
+            fill_f32(buffers_.optimizer_state, optimizer_initial_state_value(spec_.optimizer), n * plan_.optimizer_slots, stream_);
         }
 
         // Page-locked staging, so the uploads run asynchronously on the stream.
