@@ -54,6 +54,8 @@
 #include "backend/cuda/gpt_kernels.hpp"
 #include "backend/cuda/kernels.hpp"
 #include "backend/cuda/linear_products.hpp"
+#include "backend/cuda/pass_graphs.hpp"
+#include "backend/cuda/preloaded_split.hpp"
 #include "exec/buffer_bindings.hpp"
 #include "exec/plan_executor.hpp"
 #include "model/param_layout.hpp"
@@ -89,17 +91,7 @@ void run_gemm(GemmRunner& gemm, const GemmCall& call, cudaStream_t stream) {
                     " product on this GPU; try --device cpu");
 }
 
-// A micro-batch pass captured as a CUDA graph (CudaEngine::replay_pass): what its
-// kernels were captured with, and the graph once captured.
-struct CapturedPass {
-    int64_t samples = 0;
-    bool overwrites = false;  // the update's first micro-batch: writes the gradients
-    float grad_scale = 0.0f;
-    std::vector<void*> buffers;       // the per-micro-batch buffers it ran on
-    cudaGraphExec_t graph = nullptr;  // captured the second time the pass is seen
-};
-
-class CudaEngine final : public PlanExecutor {
+class CudaEngine final : public PlanExecutor, private PassLauncher {
 public:
     explicit CudaEngine(const EngineSpec& spec)
         : PlanExecutor(plan_cuda_graph(spec)),
@@ -202,7 +194,7 @@ public:
     // The graphs' own device memory (cudaGraphInstantiate's) is the driver's, outside the
     // allocator: the report, the plan and --memory-limit leave it out.
     MemoryReport memory() const override { return allocator_.report(); }
-    int64_t graph_launches() const override { return graph_launches_; }
+    int64_t graph_launches() const override { return graphs_.launches(); }
 
     void release_cache() override {
         activate_device();
@@ -304,14 +296,13 @@ private:
         }
         TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_results_, 4 * sizeof(double)));
         if (buffers_.preloaded_split != nullptr) {
-            TRAINBENCH_CUDA_CHECK(cudaMallocHost(&host_indices_, samples * sizeof(int64_t)));
-            upload_train_split();
+            preloaded_ = std::make_unique<PreloadedSplit>(spec_.preload->train, model().classes > 0, device_plan_,
+                                                          buffers_.preloaded_split, buffers_.device_workspace, samples, stream_);
         }
 
         relu_in_epilogue_.assign(m.ops.size(), 0);
         step_blocks_.reserve(device_plan_.per_micro_batch.size());
         // Room for every pass's buffer list, so replaying allocates nothing on the host.
-        captured_.reserve(kCapturedPasses);
         pass_buffers_.reserve(device_plan_.per_micro_batch.size());
         // Reserve the per-micro-batch buffers once so that the first update does not pay for
         // cudaMalloc; they wait in the allocator's cache between passes.
@@ -329,14 +320,12 @@ private:
         cudaFreeHost(host_labels_);
         cudaFreeHost(host_targets_);
         cudaFreeHost(host_results_);
-        cudaFreeHost(host_indices_);
-        host_indices_ = nullptr;
+        preloaded_.reset();
         host_tokens_ = nullptr;
         host_labels_ = nullptr;
         host_inputs_ = host_targets_ = nullptr;
         host_results_ = nullptr;
-        for (CapturedPass& pass : captured_) destroy(pass);
-        captured_.clear();
+        graphs_.clear();
         if (timing_start_) cudaEventDestroy(timing_start_);
         if (timing_stop_) cudaEventDestroy(timing_stop_);
         timing_start_ = timing_stop_ = nullptr;
@@ -362,23 +351,6 @@ private:
         TRAINBENCH_CUDA_CHECK(
             cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
         TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    }
-
-    // --preload-device: the whole train split goes over once; micro-batches are gathered from it.
-    void upload_train_split() {
-        const DataSplit& train = spec_.preload->train;
-        auto copy = [this](int64_t offset, const void* host, size_t bytes) {
-            TRAINBENCH_CUDA_CHECK(cudaMemcpyAsync(buffers_.preloaded_split + offset, host, bytes, cudaMemcpyHostToDevice, stream_));
-        };
-        if (!train.pixels_u8.empty())
-            copy(device_plan_.preload_features_offset, train.pixels_u8.data(), train.pixels_u8.size());
-        else
-            copy(device_plan_.preload_features_offset, train.values_f32.data(), train.values_f32.size() * sizeof(float));
-        if (model().classes > 0)
-            copy(device_plan_.preload_labels_offset, train.labels.data(), train.labels.size() * sizeof(int32_t));
-        else
-            copy(device_plan_.preload_labels_offset, train.targets.data(), train.targets.size() * sizeof(float));
-        TRAINBENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host vectors may change after
     }
 
     // 16-bit runs: the working copy the products read, rounded from the master weights.
@@ -474,32 +446,10 @@ private:
         }
     }
 
-    // The micro-batch's rows of the preloaded train split into the input tensor (u8 pixels scaled
-    // by 1/255 as the CPU gather does, rounded once to a 16-bit input's storage) and its labels
-    // or targets into the workspace.
+    // --preload-device: the micro-batch's rows gathered on the device (preloaded_split.hpp).
     void gather_preloaded(const MicroBatch& batch) {
-        const int64_t count = batch.count;
-        const DataSplit& train = spec_.preload->train;
-        auto* indices = static_cast<int64_t*>(workspace_at(device_plan_.indices_offset));
-        std::memcpy(host_indices_, batch.indices, count * sizeof(int64_t));
-        TRAINBENCH_CUDA_CHECK(
-            cudaMemcpyAsync(indices, host_indices_, count * sizeof(int64_t), cudaMemcpyHostToDevice, stream_));
-        const char* features = buffers_.preloaded_split + device_plan_.preload_features_offset;
-        if (!train.pixels_u8.empty())
-            gather_columns_u8(reinterpret_cast<const uint8_t*>(features), indices, count, train.features, stored(0),
-                              type_of(0), stream_);
-        else
-            gather_columns_f32(reinterpret_cast<const float*>(features), indices, count, train.features, stored(0),
-                               type_of(0), stream_);
-        const char* labels = buffers_.preloaded_split + device_plan_.preload_labels_offset;
-        if (model().classes > 0) {
-            labels_ = static_cast<int32_t*>(workspace_at(device_plan_.labels_offset));
-            gather_labels(reinterpret_cast<const int32_t*>(labels), indices, count,
-                          static_cast<int32_t*>(workspace_at(device_plan_.labels_offset)), stream_);
-        } else {
-            gather_targets(reinterpret_cast<const float*>(labels), indices, count,
-                           static_cast<float*>(workspace_at(device_plan_.targets_offset)), stream_);
-        }
+        preloaded_->gather(batch.indices, batch.count, stored(0), type_of(0), stream_);
+        if (model().classes > 0) labels_ = static_cast<int32_t*>(workspace_at(device_plan_.labels_offset));
     }
 
     // Gives the buffers back to the allocator's cache; callers have synchronised the stream.
@@ -518,74 +468,17 @@ private:
 
 
     // A training micro-batch's kernels, enqueued one by one.
-    void run_pass(int64_t n, float grad_scale) {
+    void run_pass(int64_t n, float grad_scale) override {
         forward(n);
         loss(n, grad_scale, true);
         backward(n, plan_.last_segment);
     }
 
-    // What torch.compile's "reduce-overhead" mode does with CUDA graphs: the hundreds of launches
-    // of a micro-batch become one. A pass's kernels depend on its sample count, on whether it
-    // writes or adds to the gradients (the update's first micro-batch writes them), on the loss's
-    // scale (the normaliser and the fp16 loss scale) and on the buffers the allocator handed it.
-    // A pass seen the first time runs launch by launch; seen again with the same buffers it is
-    // captured as a graph (so cuBLAS has chosen its algorithms outside the capture) and from then
-    // on replayed. Other buffers (after release_cache) run it launch by launch again.
+    // The pass replayed as a CUDA graph where it can be (pass_graphs.hpp).
     void replay_pass(int64_t n, float grad_scale) {
         pass_buffers_.clear();
         for (const DeviceBlock& block : step_blocks_) pass_buffers_.push_back(block.ptr);
-        CapturedPass* pass = nullptr;
-        for (auto p = captured_.begin(); p != captured_.end(); ++p)
-            if (p->samples == n && p->overwrites == grads_stale_ && p->grad_scale == grad_scale) {
-                std::rotate(p, p + 1, captured_.end());  // the most recently used last
-                pass = &captured_.back();
-                break;
-            }
-        if (pass == nullptr) {
-            if (captured_.size() == kCapturedPasses) {  // the least recently used makes room
-                destroy(captured_.front());
-                captured_.erase(captured_.begin());
-            }
-            captured_.push_back({.samples = n, .overwrites = grads_stale_, .grad_scale = grad_scale,
-                                 .buffers = pass_buffers_});
-            run_pass(n, grad_scale);
-            return;
-        }
-        if (pass->buffers != pass_buffers_) {
-            destroy(*pass);
-            pass->buffers = pass_buffers_;
-            run_pass(n, grad_scale);
-            return;
-        }
-        if (pass->graph == nullptr) pass->graph = capture_pass(n, grad_scale);
-        TRAINBENCH_CUDA_CHECK(cudaGraphLaunch(pass->graph, stream_));
-        ++graph_launches_;
-    }
-
-    cudaGraphExec_t capture_pass(int64_t n, float grad_scale) {
-        // Thread-local: the loader threads never touch CUDA, and this thread calls nothing that
-        // allocates while capturing (the buffers were taken before, cuBLAS has its workspace).
-        TRAINBENCH_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-        cudaGraph_t graph = nullptr;
-        try {
-            run_pass(n, grad_scale);
-        } catch (...) {
-            cudaStreamEndCapture(stream_, &graph);  // leaves the stream usable
-            if (graph != nullptr) cudaGraphDestroy(graph);
-            cudaGetLastError();  // the failed capture's error is not the next launch's
-            throw;
-        }
-        TRAINBENCH_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-        cudaGraphExec_t exec = nullptr;
-        const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
-        cudaGraphDestroy(graph);
-        TRAINBENCH_CUDA_CHECK(status);
-        return exec;
-    }
-
-    static void destroy(CapturedPass& pass) noexcept {
-        if (pass.graph != nullptr) cudaGraphExecDestroy(pass.graph);
-        pass.graph = nullptr;
+        graphs_.run(n, grads_stale_, grad_scale, pass_buffers_, *this, stream_);
     }
 
     // --fused on: a residual add whose sum only a LayerNorm reads (the planner's pair, GraphPlan::
@@ -867,10 +760,8 @@ private:
 
     // Passes kept as graphs: an update's first and later full micro-batches, a partial last
     // batch's, and those of a loss scale or normaliser that changed lately.
-    static constexpr size_t kCapturedPasses = 6;
-    std::vector<CapturedPass> captured_;
+    PassGraphs graphs_{6};
     std::vector<void*> pass_buffers_;  // this micro-batch's, compared with a captured pass's
-    int64_t graph_launches_ = 0;       // passes replayed as graphs (ComputeEngine::graph_launches)
 
     // The current micro-batch's buffers.
     std::vector<DeviceBlock> step_blocks_;
@@ -885,7 +776,7 @@ private:
     int32_t* host_labels_ = nullptr;
     float* host_targets_ = nullptr;
     double* host_results_ = nullptr;   // [0..1] loss totals, [2] squared norm
-    int64_t* host_indices_ = nullptr;  // --preload-device: the micro-batch's rows
+    std::unique_ptr<PreloadedSplit> preloaded_;  // --preload-device
 };
 
 }  // namespace
