@@ -300,7 +300,7 @@ private slots:
 
         const int64_t eval_count = 50;
         const EvalTotals cpu_eval = cpu->evaluate(slice(problem, 100, eval_count));
-        const EvalTotals gpu_eval = gpu->evaluate(slice(problem, 100, eval_count));  // 3 chunks of <= 20
+        const EvalTotals gpu_eval = gpu->evaluate(slice(problem, 100, eval_count));
         QVERIFY(relative_error(gpu_eval.loss_sum, cpu_eval.loss_sum) < 1e-4);
         QCOMPARE(gpu_eval.correct, cpu_eval.correct);
     }

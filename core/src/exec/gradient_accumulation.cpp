@@ -9,8 +9,8 @@
 //     (GraphPlan::first_param_write, input_write): the update's first writer of a gradient
 //     overwrites it, every later one adds;
 //   - the executor (here) turns zero_grad() into "the next pass overwrites" instead of a pass of
-//     its own over the gradients, and zeroes them only where nothing wrote them before they are
-//     read (a parameter no micro-batch reached).
+//     its own over the gradients; only when the gradients are read (the norm, the optimizer step,
+//     a collective) with no backward pass since zero_grad() is the whole buffer zeroed.
 // Accumulating changes the update only by float rounding: tests/core/test_accumulation.cpp pins it.
 #include "exec/plan_executor.hpp"
 

@@ -10,7 +10,7 @@
 //   exec/gradient_checkpointing.*  the rebuild of a segment before its backward
 //   exec/mixed_precision.cpp       the staging points: where 16-bit tensors are widened and rounded
 //   exec/gradient_accumulation.cpp the write modes: the update's first micro-batch writes, later ones add
-//   exec/zero_sharding.*           ZeRO-2's gradient buckets, reduced during the backward
+//   exec/zero_sharding.*           ZeRO-2's gradient buckets, reduced from the walk's hook
 #include <cstdint>
 
 #include "backend/compute_engine.hpp"

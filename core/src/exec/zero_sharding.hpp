@@ -9,10 +9,10 @@
 //     gradients for the slice too and groups the parameters into buckets in the order the
 //     backward completes them (GraphPlan::gradient_buckets), with a bucket block that holds one
 //     micro-batch's gradients until they are reduced;
-//   - the executor writes a parameter's gradient into its place in the bucket block
-//     (GraphPlan::param_bucket_offset) and, right after the op that completes a bucket
-//     (OpRunner::backward_done), reduces it (here): a reduce-scatter leaves each process the sum
-//     of its part, which it writes or adds into its slice;
+//   - the CPU backend's kernels write a parameter's gradient into its place in the bucket block
+//     (GraphPlan::param_bucket_offset); right after the op that completes a bucket, the walk's
+//     hook (OpRunner::backward_done) reduces it (here): a reduce-scatter leaves each process the
+//     sum of its part, which it writes or adds into its slice (PlanExecutor::bucket_write);
 //   - the optimizer step updates the slice, and an all-gather brings every process the others'
 //     updated weights (backend/cpu/graph_engine.cpp, optimizer_step);
 //   - checkpoints gather the slices into whole tensors (optimizer_state, gradients).

@@ -28,7 +28,7 @@ GraphPlan plan_cuda_graph(const EngineSpec& spec) {
     // One "thread": the CPU kernels' per-thread scratch has no meaning here; the planner's kernel
     // scratch then still holds the LayerNorm backward's partial sums, which the GPU uses too, and
     // with --fused off the eager attention's and loss's buffers, which are the same size on
-    // both engines. The planner's fusions are the CPU executor's; this executor runs its own
+    // both engines. The planner's fusions are the CPU backend's; the CUDA backend runs its own
     // fused kernels, or with --fused off the eager ones (eager_kernels.hpp), whose optimizer
     // temporaries the planner also sizes.
     return make_graph_plan(spec.model, std::max<int64_t>(1, std::max(spec.max_micro_batch, spec.max_eval_batch)),

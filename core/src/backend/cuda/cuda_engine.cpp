@@ -9,8 +9,8 @@
 // attention, the loss and the optimizer run one tensor op at a time as eager PyTorch does
 // (eager_kernels.hpp).
 //
-// Mixed precision (bf16, fp16) follows the CPU executor's rounding points, so that both engines
-// compute the same function: fp32 master weights, gradients and optimizer state; activations and
+// Mixed precision (bf16, fp16) keeps the rounding points of exec/mixed_precision.cpp, as the CPU
+// backend does, so that both compute the same function: fp32 master weights, gradients and optimizer state; activations and
 // a working copy of the weights in 16 bits (the optimizer kernel refreshes the copy). A linear
 // op's products read the 16-bit working copy and 16-bit activations on the tensor cores with
 // fp32 accumulation; the bias (from the working copy) is added in fp32 before the one rounding

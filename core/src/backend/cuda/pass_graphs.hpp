@@ -29,6 +29,7 @@ public:
     // Keeps at most `capacity` passes: an update's first and later full micro-batches, a partial
     // last batch's, and those of a loss scale or normaliser that changed lately.
     explicit PassGraphs(size_t capacity);
+    // The owner clears the graphs first, while its device is current (CudaEngine::destroy_handles).
     ~PassGraphs() { clear(); }
     PassGraphs(const PassGraphs&) = delete;
     PassGraphs& operator=(const PassGraphs&) = delete;
