@@ -212,6 +212,33 @@ private slots:
         }
     }
 
+    // The executor evaluates a batch larger than the plan's micro-batch a micro-batch at a time
+    // (exec/plan_executor.cpp): each chunk's tokens and targets at the right offsets, so the
+    // totals are one pass's up to rounding (the products may block 4 rows and 6 differently).
+    void evaluation_in_chunks_matches_one_pass() {
+        const ModelWeights initial = load_weights(kDir + "gpt_weights.safetensors");
+        const auto train = read_all("gpt_train.safetensors");
+        const int64_t samples = 6;
+        const auto x = fixture_ids(train.at("train.inputs"), 0, samples * T);
+        const auto y = fixture_ids(train.at("train.targets"), 0, samples * T);
+        MicroBatch batch;
+        batch.tokens = x.data();
+        batch.labels = y.data();
+        batch.count = samples;
+        auto whole = make_cpu_engine(fixture_spec(2, false, samples));
+        auto chunked = make_cpu_engine(fixture_spec(2, false, 4));  // chunks of 4 and 2
+        whole->set_weights(initial);
+        chunked->set_weights(initial);
+        const EvalTotals want = whole->evaluate(batch);
+        const EvalTotals got = chunked->evaluate(batch);
+        QVERIFY2(std::abs(got.loss_sum - want.loss_sum) < 1e-6 * want.loss_sum,
+                 qPrintable(QString("%1 vs %2").arg(got.loss_sum, 0, 'g', 17).arg(want.loss_sum, 0, 'g', 17)));
+        QCOMPARE(got.correct, want.correct);
+        // A different last chunk would change the sum far beyond that.
+        batch.count = 4;
+        QVERIFY(std::abs(whole->evaluate(batch).loss_sum - want.loss_sum) > 1e-3 * want.loss_sum);
+    }
+
     // (Across thread counts the products' blocking differs, so bits may too: not promised.)
     void checkpointing_changes_no_bit_and_reruns_repeat_data() { precision_rows(); }
     void checkpointing_changes_no_bit_and_reruns_repeat() {
