@@ -10,10 +10,10 @@
 // (eager_kernels.hpp).
 //
 // Mixed precision (bf16, fp16) keeps the rounding points of exec/mixed_precision.cpp, as the CPU
-// backend does, so that both compute the same function: fp32 master weights, gradients and optimizer state; activations and
-// a working copy of the weights in 16 bits (the optimizer kernel refreshes the copy). A linear
-// op's products read the 16-bit working copy and 16-bit activations on the tensor cores with
-// fp32 accumulation; the bias (from the working copy) is added in fp32 before the one rounding
+// backend does, so that both compute the same function: fp32 master weights, gradients and
+// optimizer state; activations and a working copy of the weights in 16 bits (the optimizer
+// kernel refreshes the copy). A linear op's products read the 16-bit working copy and 16-bit
+// activations on the tensor cores with fp32 accumulation; the bias (from the working copy) is added in fp32 before the one rounding
 // into the output. Its backward rounds the output gradient to 16 bits for its products and keeps
 // the input gradient in fp32. LayerNorm, the residual add and the activations read and write
 // 16-bit storage directly (widen on load, one rounding on store). Attention's products take
