@@ -11,18 +11,18 @@
 //
 // Mixed precision (bf16, fp16) keeps the rounding points of exec/mixed_precision.cpp, as the CPU
 // backend does, so that both compute the same function: fp32 master weights, gradients and
-// optimizer state; activations and a working copy of the weights in 16 bits (the optimizer
-// kernel refreshes the copy). A linear op's products read the 16-bit working copy and 16-bit
-// activations on the tensor cores with fp32 accumulation; the bias (from the working copy) is added in fp32 before the one rounding
-// into the output. Its backward rounds the output gradient to 16 bits for its products and keeps
-// the input gradient in fp32. LayerNorm, the residual add and the activations read and write
-// 16-bit storage directly (widen on load, one rounding on store). Attention's products take
-// 16-bit operands too (nn/attention.hpp's rounding points): with --fused on they read q, k, v
-// and att in their storage on the tensor cores; --fused off runs its fp32 kernels on widened
-// copies and rounds att, scale * dS and the output gradient in passes of their own. The
-// embedding and the loss widen their 16-bit inputs into the planner's fp32 stagings, run their
-// fp32 kernels and round their results. LayerNorm's statistics and all activation gradients stay
-// fp32.
+// optimizer state; activations and a working copy of the weights in 16 bits (the optimizer kernel
+// refreshes the copy). A linear op's products read the 16-bit working copy and 16-bit activations
+// on the tensor cores with fp32 accumulation; the bias (from the working copy) is added in fp32
+// before the one rounding into the output. Its backward rounds the output gradient to 16 bits for
+// its products and keeps the input gradient in fp32. LayerNorm, the residual add and the
+// activations read and write 16-bit storage directly (widen on load, one rounding on store).
+// Attention's products take 16-bit operands too (nn/attention.hpp's rounding points): with --fused
+// on they read q, k, v and att in their storage on the tensor cores; --fused off runs its fp32
+// kernels on widened copies and rounds att, scale * dS and the output gradient in passes of their
+// own. The embedding and the loss widen their 16-bit inputs into the planner's fp32 stagings, run
+// their fp32 kernels and round their results. LayerNorm's statistics and all activation gradients
+// stay fp32.
 //
 // Memory: the planner's buffers, with their categories and in its order, except the packed
 // weights block and the weight staging, which only the CPU's products read; plus what CUDA
