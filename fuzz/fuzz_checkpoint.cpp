@@ -1,4 +1,4 @@
-// Resuming from a checkpoint (`trainbench-cli train --resume DIR`, train/checkpoint.cpp):
+// Resuming from a checkpoint (`trainbench-cli train --resume DIR`, train/run_checkpoint.cpp):
 // the input is DIR/latest.safetensors, and the harness runs the real resume, train() with
 // resume_dir, on a fixed small run (an fp16 MLP on spirals, so the loss scaler's state is read
 // too). A checkpoint is refused with an Error or resumes and trains to the end of the run.

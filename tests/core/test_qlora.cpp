@@ -13,7 +13,7 @@
 #include "model/param_layout.hpp"
 #include "precision/half_float.hpp"
 #include "precision/nf4.hpp"
-#include "train/checkpoint.hpp"
+#include "train/run_checkpoint.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/lora_weights.hpp"
 

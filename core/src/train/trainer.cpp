@@ -18,7 +18,7 @@
 #include "parallel/collective_timer.hpp"
 #include "parallel/process_group.hpp"
 #include "precision/loss_scaler.hpp"
-#include "train/checkpoint.hpp"
+#include "train/run_checkpoint.hpp"
 #include "train/engine_factory.hpp"
 #include "train/micro_batch_stream.hpp"
 #include "train/pipeline_runner.hpp"

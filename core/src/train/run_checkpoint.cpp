@@ -1,4 +1,4 @@
-#include "train/checkpoint.hpp"
+#include "train/run_checkpoint.hpp"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,7 +1,8 @@
 #pragma once
-// Checkpoints: one safetensors file, DIR/latest.safetensors, holding the model, the
-// optimizer state and, in its metadata, the loop's counters (update, optimizer step, data
-// position, loss scaler, skipped updates, elapsed time, seed). Written to a temporary file
+// Saved runs (--checkpoint-every, --resume; gradient checkpointing is another thing, in
+// exec/gradient_checkpointing.*): one safetensors file, DIR/latest.safetensors, holding the
+// model, the optimizer state and, in its metadata, the loop's counters (update, optimizer step,
+// data position, loss scaler, skipped updates, elapsed time, seed). Written to a temporary file
 // and renamed, so a crash mid-write leaves the previous checkpoint intact.
 #include <cstdint>
 #include <string>
