@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "optim/host_device.hpp"
+#include "optim/optimizer_rules.hpp"
 #include "parallel/shard_range.hpp"
 #include "trainbench/run_config.hpp"
 
@@ -88,7 +89,6 @@ void for_each_eager_optimizer_op(const OptimizerConfig& config, float* params, f
                                  double lr, double grad_multiplier, int64_t step, int64_t decay_end,
                                  const std::vector<ShardRange>& tensors, float* scratch, Run&& run,
                                  OnePass&& one_pass) {
-    auto as_float = [](double value) { return static_cast<float>(value); };
     if (decay_end < 0 || decay_end > n) decay_end = n;
     for (const ShardRange& tensor : tensors) {
         const int64_t b = tensor.begin, count = tensor.end - tensor.begin;

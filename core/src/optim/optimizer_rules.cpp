@@ -1,9 +1,6 @@
 #include "optim/optimizer_rules.hpp"
 
 namespace trainbench {
-namespace {
-float as_float(double value) { return static_cast<float>(value); }
-}  // namespace
 
 OptimizerScalars optimizer_scalars(const OptimizerConfig& config, double lr, int64_t step) {
     OptimizerScalars s;

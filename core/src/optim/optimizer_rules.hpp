@@ -20,6 +20,28 @@
 
 namespace trainbench {
 
+// torch casts its Python-float hyper-parameters, and the scalars it derives from them in double,
+// to float where a tensor op takes them.
+inline float as_float(double value) { return static_cast<float>(value); }
+
+// RMSprop's state: square_avg, then momentum_buffer (with momentum) and grad_avg (centered), each
+// n floats, in that order (the order optimizer_state_name names them).
+struct RmspropBuffers {
+    float* square_avg;
+    float* momentum_buffer;  // null without momentum
+    float* grad_avg;         // null unless centered
+};
+inline RmspropBuffers rmsprop_buffers(const OptimizerConfig& config, float* state, int64_t n) {
+    RmspropBuffers buffers{state, nullptr, nullptr};
+    float* next = state + n;
+    if (config.momentum > 0.0) {
+        buffers.momentum_buffer = next;
+        next += n;
+    }
+    if (config.centered) buffers.grad_avg = next;
+    return buffers;
+}
+
 // One update's scalars, as the rules read them.
 struct OptimizerScalars {
     bool decay = false;           // the config's weight decay is not zero

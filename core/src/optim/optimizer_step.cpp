@@ -18,8 +18,6 @@
 namespace trainbench {
 namespace {
 
-float as_float(double value) { return static_cast<float>(value); }
-
 // The fused update works through each thread's share in blocks this long (16 KiB of each of
 // the parameters, gradients and each state buffer), so the gradients it scales are still in
 // cache when the rule reads them.
@@ -45,23 +43,6 @@ void adam_step(const OptimizerScalars& scalars, bool decay, float* params, const
     const OptimizerScalars s = scalars;
 #pragma omp simd
     for (int64_t i = begin; i < end; ++i) params[i] = adam_rule(params[i], grads[i], exp_avg[i], exp_avg_sq[i], decay, s);
-}
-
-struct RmspropBuffers {
-    float* square_avg;
-    float* momentum_buffer;  // null without momentum
-    float* grad_avg;         // null unless centered
-};
-
-RmspropBuffers rmsprop_buffers(const OptimizerConfig& config, float* state, int64_t n) {
-    RmspropBuffers buffers{state, nullptr, nullptr};
-    float* next = state + n;
-    if (config.momentum > 0.0) {
-        buffers.momentum_buffer = next;
-        next += n;
-    }
-    if (config.centered) buffers.grad_avg = next;
-    return buffers;
 }
 
 // One loop per combination of RMSprop's optional buffers, each with the flags as constants, so

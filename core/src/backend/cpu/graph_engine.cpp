@@ -171,12 +171,8 @@ public:
             holders.sum(buffers_.gradients + range.begin, range.size());
             return;
         }
-        // ZeRO-2: through the bucket block, free between backward passes; the copies' shards tile
-        // the tensor once per stage, so the sum is both stages' whole.
-        buffers_.gradient_buckets = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
-        sum_sharded_gradient(plan_, range, buffers_.gradient_buckets, buffers_.gradients, holders);
-        arena_.release(buffers_.gradient_buckets);
-        buffers_.gradient_buckets = nullptr;
+        // ZeRO-2: the copies' shards tile the tensor once per stage, so the sum is both stages' whole.
+        with_bucket_block([&] { sum_sharded_gradient(plan_, range, buffers_.gradient_buckets, buffers_.gradients, holders); });
     }
 
     double gradient_norm_squared_of(const std::string& name) override {
@@ -270,10 +266,9 @@ public:
         if (!plan_.reduces_in_backward()) return;
         begin_gradient_pass();
         end_gradient_pass();
-        buffers_.gradient_buckets = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
-        reduce_empty_buckets(plan_, buffers_.gradient_buckets, buffers_.gradients, bucket_write(), zero_group(), collective_ms_);
-        arena_.release(buffers_.gradient_buckets);
-        buffers_.gradient_buckets = nullptr;
+        with_bucket_block([&] {
+            reduce_empty_buckets(plan_, buffers_.gradient_buckets, buffers_.gradients, bucket_write(), zero_group(), collective_ms_);
+        });
     }
 
     double grad_norm_squared() override {
@@ -386,6 +381,16 @@ private:
     }
 
     bool sharded() const { return spec_.zero_stage > 0 && spec_.shard_count > 1; }
+
+    // ZeRO-2 outside a backward pass: `use` runs with the bucket block taken from the arena (it is
+    // free between passes, so the peak does not move) and bound, and hands it back after.
+    template <typename Use>
+    void with_bucket_block(Use&& use) {
+        buffers_.gradient_buckets = static_cast<float*>(arena_.acquire(MemoryCategory::gradients, plan_.bucket_floats * 4));
+        use();
+        arena_.release(buffers_.gradient_buckets);
+        buffers_.gradient_buckets = nullptr;
+    }
 
     // The summed gradients of this process's slice of the parameters (all of them without ZeRO).
     float* shard_gradients() const {

@@ -98,7 +98,7 @@ void optimizer_step_device(const OptimizerConfig& config, const OptimizerLaunch&
     if (launch.n == 0) return;
     if (step < 1) throw Error("optimizer step count must start at 1");
     const OptimizerScalars s = optimizer_scalars(config, lr, step);
-    const GradScale scale{static_cast<float>(grad_multiplier), grad_multiplier != 1.0};
+    const GradScale scale{as_float(grad_multiplier), grad_multiplier != 1.0};
     const unsigned blocks = grid_for(launch.n, kThreads, 132 * 16);
     const int64_t n = launch.n;
     const int64_t decay_end = launch.decay_end < 0 || launch.decay_end > n ? n : launch.decay_end;
@@ -116,16 +116,10 @@ void optimizer_step_device(const OptimizerConfig& config, const OptimizerLaunch&
                                                                 decay_end, launch.params_16, scale, s);
                 break;
             case OptimizerKind::rmsprop: {
-                // Slot order as optim/optimizer_step.cpp: square_avg, [momentum_buffer], [grad_avg].
-                float* next = state + n;
-                float* momentum_buffer = nullptr;
-                if (config.momentum > 0.0) {
-                    momentum_buffer = next;
-                    next += n;
-                }
-                float* grad_avg = config.centered ? next : nullptr;
-                rmsprop_kernel<T><<<blocks, kThreads, 0, stream>>>(launch.params, launch.grads, state, momentum_buffer,
-                                                                   grad_avg, n, decay_end, launch.params_16, scale, s);
+                const RmspropBuffers buffers = rmsprop_buffers(config, state, n);
+                rmsprop_kernel<T><<<blocks, kThreads, 0, stream>>>(launch.params, launch.grads, buffers.square_avg,
+                                                                   buffers.momentum_buffer, buffers.grad_avg, n, decay_end,
+                                                                   launch.params_16, scale, s);
                 break;
             }
             case OptimizerKind::adagrad:
