@@ -605,8 +605,13 @@ private slots:
     // gradients). Only their fp32 summation orders differ, and a value that lands beside a 16-bit
     // rounding boundary rounds to the neighbouring code; so the two 16-bit runs must lie much
     // closer to each other than either lies to fp32: loss and gradients of a micro-batch within
-    // half the CPU's own 16-bit distance from fp32, and the weights after 10 AdamW updates with
-    // clipping within that distance.
+    // half the CPU's own 16-bit distance d from fp32. Over 10 AdamW updates with clipping, a code
+    // that rounded the other way on one engine grows as any rounding difference does (Adam turns
+    // tiny gradients into full steps), so the two runs become two independent roundings of one
+    // fp32 trajectory, about sqrt(2) d apart: their losses and weights within 2 d, the tolerance
+    // bench/gpu/run.sh applies to whole 16-bit runs. (Within d, the bound until 2026-11-27, failed
+    // on the GPU once, GPT fp16: losses 5.5e-5 apart against d = 4.5e-5, with the micro-batch's
+    // gradients 2.5e-5 apart against d = 9.2e-4.)
     void sixteen_bit_matches_the_cpu_engine_data() {
         QTest::addColumn<int>("precision");
         QTest::addColumn<bool>("gpt");
@@ -700,10 +705,10 @@ private slots:
                  qPrintable(QString("%1: loss CUDA vs CPU %2 > half of 16-bit vs fp32 %3").arg(name).arg(loss_gap).arg(loss_own)));
         QVERIFY2(gradient_gap <= 0.5 * gradient_own,
                  qPrintable(QString("%1: gradients CUDA vs CPU %2 > half of 16-bit vs fp32 %3").arg(name).arg(gradient_gap).arg(gradient_own)));
-        QVERIFY2(losses_gap <= std::max(losses_own, 1e-5 * fp32.losses.back()),
-                 qPrintable(QString("%1: update losses CUDA vs CPU %2 > 16-bit vs fp32 %3").arg(name).arg(losses_gap).arg(losses_own)));
-        QVERIFY2(weight_gap <= weight_own,
-                 qPrintable(QString("%1: weights CUDA vs CPU %2 > 16-bit vs fp32 %3").arg(name).arg(weight_gap).arg(weight_own)));
+        QVERIFY2(losses_gap <= std::max(2.0 * losses_own, 1e-5 * fp32.losses.back()),
+                 qPrintable(QString("%1: update losses CUDA vs CPU %2 > twice 16-bit vs fp32 %3").arg(name).arg(losses_gap).arg(losses_own)));
+        QVERIFY2(weight_gap <= 2.0 * weight_own,
+                 qPrintable(QString("%1: weights CUDA vs CPU %2 > twice 16-bit vs fp32 %3").arg(name).arg(weight_gap).arg(weight_own)));
         QVERIFY(weight_own > 0.0);  // 16 bits did change the run: the comparison means something
     }
 
