@@ -108,7 +108,7 @@ void TechniqueComparisonDialog::start() {
                                   Qt::QueuedConnection);
     };
     ComparisonOptions options;
-    add_process_rows(options, cli_program_.toStdString());
+    left_out_ = QString::fromStdString(add_process_rows(options, cli_program_.toStdString(), base_));
     thread_ = QThread::create([base = base_, data = data_, stop = stop_, result = result_, error = error_, observer,
                                options] {
         try {
@@ -226,7 +226,8 @@ void TechniqueComparisonDialog::onAllDone() {
         status_->setText(tr("The comparison could not run: %1").arg(*error_));
     else
         status_->setText(tr("Measured %n run(s). Changes are relative to the baseline.", nullptr,
-                            static_cast<int>(rows_.size())));
+                            static_cast<int>(rows_.size())) +
+                         (left_out_.isEmpty() ? QString() : tr(" Note: %1.").arg(left_out_)));
     // Rebuild the table from the final rows: changes against the baseline are only known now.
     showRows(std::move(rows_));
     emit finished();

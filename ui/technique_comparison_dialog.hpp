@@ -52,6 +52,7 @@ private:
     RunConfig base_;
     std::shared_ptr<const Dataset> data_;
     QString cli_program_;
+    QString left_out_;  // why the rows of several processes are missing, if they are
     std::shared_ptr<std::atomic<bool>> stop_ = std::make_shared<std::atomic<bool>>(false);
     QThread* thread_ = nullptr;
     std::shared_ptr<std::vector<ComparisonRow>> result_ = std::make_shared<std::vector<ComparisonRow>>();

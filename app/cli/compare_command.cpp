@@ -67,8 +67,9 @@ int run_compare(const CompareArguments& arguments) {
     ComparisonOptions options;
     options.max_steps = base.max_steps;
     options.empty_cache_steps = arguments.empty_cache_steps;
-    // The data-parallel rows, where this build can start several processes.
-    add_process_rows(options, this_program_path());
+    // The data-parallel rows, where this build can start several processes on this device.
+    const std::string left_out = add_process_rows(options, this_program_path(), base);
+    if (!left_out.empty() && !arguments.quiet) std::printf("note: %s\n", left_out.c_str());
     ComparisonObserver observer;
     if (!arguments.quiet) {
         // A variant that cannot apply (no run) only reaches on_run_end.

@@ -39,7 +39,7 @@
 #             fp32 and bf16, with and without checkpointing, planned and then run 3 updates;
 #             the plan must equal the allocator's live peak to the byte. The CUDA context this
 #             GPU holds (cudaMemGetInfo's used minus the allocator's reserved bytes) is reported
-#             beside the 540 MiB the plan adds. PLAN_DEVICE=cpu runs the same check on the CPU.
+#             beside the 608 MiB the plan adds. PLAN_DEVICE=cpu runs the same check on the CPU.
 #   profile   ncu's time per kernel over two updates of the gptspeed GPT (PROFILE_PRECISIONS,
 #             default bf16), summed by kernel (kernel_times.py)
 #   techniques  trainbench-cli compare --device cuda on a model of that size

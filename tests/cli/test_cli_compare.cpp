@@ -5,6 +5,7 @@
 
 #include "cli/cli_process.hpp"
 #include "trainbench/processes.hpp"
+#include "trainbench/technique_comparison.hpp"
 
 class CliCompareTest : public QObject {
     Q_OBJECT
@@ -76,6 +77,27 @@ private slots:
         const QString text = QString::fromUtf8(md.readAll());
         for (const QString& technique : techniques) QVERIFY2(text.contains("| " + technique + " |"), qPrintable(text));
         QVERIFY(run.out.contains(text.trimmed()));  // the same table is printed
+    }
+
+    // The CUDA engine trains in one process: `compare --device cuda` leaves the rows of several
+    // processes out and says why, instead of failing four rows and the command (seen on an H200,
+    // 2026-11-27). Decided before any run, so no GPU is needed here.
+    void process_rows_are_left_out_on_the_gpu_with_the_reason() {
+        trainbench::RunConfig base;
+        base.device = "cuda";
+        trainbench::ComparisonOptions options;
+        const std::string why = trainbench::add_process_rows(options, "trainbench-cli", base);
+        QVERIFY2(why.find("one process") != std::string::npos, why.c_str());
+        const size_t one_process_rows = trainbench::ComparisonOptions().techniques.size();
+        QCOMPARE(options.techniques.size(), one_process_rows);
+        QVERIFY(!options.run_processes);
+
+        base.device = "cpu";
+        trainbench::ComparisonOptions cpu_options;
+        const std::string cpu_why = trainbench::add_process_rows(cpu_options, "trainbench-cli", base);
+        QCOMPARE(cpu_why.empty(), trainbench::several_processes_unavailable(2).empty());
+        QCOMPARE(cpu_options.techniques.size(),
+                 one_process_rows + (cpu_why.empty() ? trainbench::multi_process_techniques().size() : 0u));
     }
 
     void bad_flag_writes_nothing() {

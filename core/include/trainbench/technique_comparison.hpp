@@ -63,9 +63,10 @@ struct ComparisonOptions {
 };
 
 // Adds the rows of several processes (multi_process_techniques) where they can run here (MPI
-// built in, mpirun present), each run as a child `cli_program` (trainbench-cli) under mpirun
-// (trainbench/process_runs.hpp); elsewhere leaves the options as they are.
-void add_process_rows(ComparisonOptions& options, const std::string& cli_program);
+// built in, mpirun present) on the baseline's device, each run as a child `cli_program`
+// (trainbench-cli) under mpirun (trainbench/process_runs.hpp). Elsewhere it leaves the options as
+// they are and returns why, in one line for the user (the CUDA engine trains in one process).
+std::string add_process_rows(ComparisonOptions& options, const std::string& cli_program, const RunConfig& base);
 
 // The guides' claim, as in issue 4's table: "yes", "no", "maybe", "no (~10% slower)".
 struct TechniqueClaim {

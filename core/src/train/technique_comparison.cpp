@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "backend/backend_support.hpp"
 #include "model/pipeline_stages.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/process_runs.hpp"
@@ -14,13 +15,16 @@
 
 namespace trainbench {
 
-void add_process_rows(ComparisonOptions& options, const std::string& cli_program) {
-    if (!several_processes_unavailable(2).empty()) return;
+std::string add_process_rows(ComparisonOptions& options, const std::string& cli_program, const RunConfig& base) {
+    std::string why = unsupported_feature(backend_for_device(base.device), TrainingFeature::several_processes);
+    if (why.empty()) why = several_processes_unavailable(2);
+    if (!why.empty()) return "the rows of several processes are left out: " + why;
     for (Technique technique : multi_process_techniques()) options.techniques.push_back(technique);
     options.run_processes = [cli_program](const RunConfig& config, const Dataset& data, const Observer& observer,
                                           const std::atomic<bool>* stop) {
         return run_in_processes(cli_program, config, data, observer, stop);
     };
+    return {};
 }
 
 // Sized on the 2-core reference machine: a default update (Fashion-MNIST, 784-256x4-10, batch
