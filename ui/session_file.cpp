@@ -53,6 +53,7 @@ QJsonObject plan_to_json(const RunPlan& plan) {
             {"parameter_count", static_cast<qint64>(plan.parameter_count)},
             {"planned_bytes", planned},
             {"auto_fit_note", QString::fromStdString(plan.auto_fit_note)},
+            {"activations_without_checkpointing", static_cast<qint64>(plan.activations_without_checkpointing)},
             {"tokens_per_sample", static_cast<qint64>(plan.tokens_per_sample)},
             {"flops_per_sample", plan.flops_per_sample},
             {"peak_flops", plan.peak_flops},
@@ -85,6 +86,8 @@ RunPlan plan_from_json(const QJsonObject& j) {
     const auto planned = j["planned_bytes"].toArray();
     for (int i = 0; i < kMemoryCategoryCount && i < planned.size(); ++i) plan.planned_bytes[static_cast<std::size_t>(i)] = planned[i].toInteger();
     plan.auto_fit_note = j["auto_fit_note"].toString().toStdString();
+    // Absent in sessions saved before it was planned: no note.
+    plan.activations_without_checkpointing = j["activations_without_checkpointing"].toInteger(-1);
     // MFU's terms; absent (0, empty) in sessions saved before MFU was measured.
     plan.tokens_per_sample = j["tokens_per_sample"].toInteger();
     plan.flops_per_sample = j["flops_per_sample"].toDouble();

@@ -178,6 +178,10 @@ int run_plan(const PlanArguments& arguments) {
                           fitting_step > 0 ? largest_micro_batch(config.batch_size, fitting_step, data_parallel_processes(config)) : 0},
                          {"step_size_for_largest", fitting_step}};
         if (!plan.auto_fit_note.empty()) j["auto_fit"] = plan.auto_fit_note;
+        if (plan.activations_without_checkpointing >= 0) {
+            j["activations_without_checkpointing_bytes"] = plan.activations_without_checkpointing;
+            j["checkpointing_note"] = checkpointing_note(plan);
+        }
         if (!plan.stage_planned_bytes.empty()) {
             j["pipeline_stages"] = nlohmann::json::array();
             for (const BytesByCategory& stage : plan.stage_planned_bytes)
@@ -208,6 +212,7 @@ int run_plan(const PlanArguments& arguments) {
     std::printf("  %-16s %12s\n",
                 config.pipeline_stages > 1 ? "stage 1 process" : config.processes > 1 ? "per process" : "total",
                 format_bytes(plan.planned_total()).c_str());
+    if (const std::string note = checkpointing_note(plan); !note.empty()) std::printf("%s\n", note.c_str());
     // A pipeline's other stages, each in its processes.
     for (size_t s = 1; s < plan.stage_planned_bytes.size(); ++s)
         std::printf("  %-16s %12s\n", ("stage " + std::to_string(s + 1) + " process").c_str(),

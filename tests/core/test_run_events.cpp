@@ -154,6 +154,7 @@ private slots:
         sent.parameter_count = 29121;
         sent.planned_bytes = bytes_from(100);
         sent.auto_fit_note = "step_size 4 fits";
+        sent.activations_without_checkpointing = 12345;
         sent.flops_per_sample = 1.25e7;
         sent.peak_flops = 6.98301e10;
         sent.peak_source = "measured \"here\"";
@@ -175,6 +176,7 @@ private slots:
         QCOMPARE(p.parameter_count, sent.parameter_count);
         QVERIFY(p.planned_bytes == sent.planned_bytes);
         QCOMPARE(p.auto_fit_note, sent.auto_fit_note);
+        QCOMPARE(p.activations_without_checkpointing, sent.activations_without_checkpointing);
         QCOMPARE(p.flops_per_sample, sent.flops_per_sample);
         QCOMPARE(p.peak_flops, sent.peak_flops);
         QCOMPARE(p.peak_source, sent.peak_source);

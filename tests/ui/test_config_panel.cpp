@@ -60,6 +60,33 @@ private slots:
         QCOMPARE(panel->config().batch_size, 256);
     }
 
+    // The live plan says what checkpointing frees before anything runs, and says so plainly when
+    // it frees nothing (an MLP of 3 hidden layers), so that the checkbox does not promise memory.
+    void memoryPlanSaysWhatCheckpointingFrees() {
+        MainWindow window;
+        window.resize(1400, 900);
+        auto* panel = window.configPanel();
+        RunConfig config = testing::small_config(0);
+        config.hidden = {64, 64, 64};
+        config.gradient_checkpointing = true;
+        panel->setConfig(config);
+        auto* memory = panel->findChild<QLabel*>("memoryPlanLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(panel->plan().has_value(), 10000);
+        QVERIFY2(memory->text().contains(QStringLiteral("frees nothing on this model")), qPrintable(memory->text()));
+        if (const QString folder = qEnvironmentVariable("TRAINBENCH_SCREENSHOT_DIR"); !folder.isEmpty()) {
+            window.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&window));
+            QVERIFY(window.grab().save(QDir(folder).filePath(QStringLiteral("checkpointing-frees-nothing.png"))));
+        }
+
+        config.hidden = {64, 64, 64, 64};
+        panel->setConfig(config);
+        QTRY_VERIFY_WITH_TIMEOUT(memory->text().contains(QStringLiteral("less), for a second forward pass")), 10000);
+        config.gradient_checkpointing = false;
+        panel->setConfig(config);
+        QTRY_VERIFY_WITH_TIMEOUT(!memory->text().contains(QStringLiteral("checkpointing")), 10000);
+    }
+
     void stepSizeLargerThanBatchDisablesRun() {
         MainWindow window;
         auto* panel = window.configPanel();

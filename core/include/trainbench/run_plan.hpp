@@ -43,6 +43,9 @@ struct RunPlan {
     int64_t all_processes_total() const;
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
+    // With gradient checkpointing: the activations the same run plans without it (process 0's),
+    // so that what checkpointing frees is shown before it runs; -1 without checkpointing.
+    int64_t activations_without_checkpointing = -1;
     // What the CPU engine multiplies with (--cpu-products made concrete for this CPU and
     // precision): "oneDNN bf16 (avx512_core_amx)", "Eigen fp32", ...; empty on CUDA.
     std::string products;
@@ -66,6 +69,11 @@ int64_t updates_per_epoch(int64_t samples, int64_t global_batch);
 // The largest micro-batch of an update: process 0's share of the batch (the largest) cut into
 // step_size parts. What the engine is planned for (RunPlan::micro_batch).
 int64_t largest_micro_batch(int64_t batch, int64_t step_size, int64_t processes);
+
+// With gradient checkpointing, one line on what it frees in this plan: "gradient checkpointing:
+// activations 3.78 MiB instead of 5.9 MiB without it (36% less) ...", or that it frees nothing
+// here while still costing a second forward pass; empty without checkpointing.
+std::string checkpointing_note(const RunPlan& plan);
 
 // QLoRA: ", 786432 in 4-bit NF4 at 4.13 bits each" for the plan's parameters line;
 // empty without an NF4 base.

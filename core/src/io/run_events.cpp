@@ -35,6 +35,7 @@ void each_plan_member(Plan& p, Visit&& visit) {
     visit("nf4_bytes", p.nf4_bytes);
     visit("planned_bytes", p.planned_bytes);
     visit("auto_fit_note", p.auto_fit_note);
+    visit("activations_without_checkpointing", p.activations_without_checkpointing);
     visit("fused_traffic_bytes", p.fused_traffic_bytes);
     visit("eager_traffic_bytes", p.eager_traffic_bytes);
     visit("flops_per_sample", p.flops_per_sample);

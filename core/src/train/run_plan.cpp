@@ -94,6 +94,23 @@ std::string nf4_parameters_note(const RunPlan& plan) {
     return ", " + std::to_string(plan.nf4_parameter_count) + " in 4-bit NF4 at " + bits + " bits each";
 }
 
+std::string checkpointing_note(const RunPlan& plan) {
+    if (plan.activations_without_checkpointing < 0) return {};
+    const int64_t with = plan.planned_bytes[static_cast<size_t>(MemoryCategory::activations)];
+    const int64_t without = plan.activations_without_checkpointing;
+    // A segment's inner tensors share recompute slots with the other segments' (plan/graph_plan.cpp):
+    // a model whose segments leave nothing to share (an MLP of fewer than 4 hidden layers) keeps
+    // as much as without, and the rebuild before each segment's backward is then pure cost.
+    if (with >= without)
+        return "gradient checkpointing frees nothing on this model: activations " + format_bytes(with) +
+               " with it and without, while every backward reruns the checkpointed segments' forward "
+               "(the what-if table compares the other knobs)";
+    char percent[16];
+    std::snprintf(percent, sizeof percent, "%.0f%%", 100.0 * static_cast<double>(without - with) / static_cast<double>(without));
+    return "gradient checkpointing: activations " + format_bytes(with) + " instead of " + format_bytes(without) +
+           " without it (" + percent + " less), for a second forward pass of the checkpointed segments in every backward";
+}
+
 RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     validate(requested);
     RunConfig config = requested;
@@ -142,6 +159,12 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.flops_per_sample = config.pipeline_stages > 1 ? build_model(config, data).training_flops_per_sample
                                                        : spec.model.training_flops_per_sample;
     plan.planned_bytes = plan_engine_memory(config, spec);
+    if (config.gradient_checkpointing) {
+        RunConfig without = config;
+        without.gradient_checkpointing = false;
+        plan.activations_without_checkpointing = plan_engine_memory(
+            without, make_engine_spec(without, data, plan.micro_batch))[static_cast<size_t>(MemoryCategory::activations)];
+    }
     for (int stage = 0; config.pipeline_stages > 1 && stage < config.pipeline_stages; ++stage)
         plan.stage_planned_bytes.push_back(plan_engine_memory(config, make_engine_spec(config, data, plan.micro_batch, stage)));
     if (!is_cuda_device(config.device)) {
