@@ -35,6 +35,9 @@
 #             bench/torch_gpt_throughput.py, PyTorch eager and torch.compile (unless
 #             TORCH_COMPILE=0; bf16 is autocast), on the same text and GPU; and trainbench's
 #             own --fused off run beside its fused one
+#   gpt2speed the same for GPT-2 small's shape (L12 H12 C768 T1024, batch 8) on the byte
+#             vocabulary, bf16 (GPT2_SPEED_PRECISIONS), 20 updates (GPT2_SPEED_UPDATES); written
+#             2026-11-27, not yet run on a GPU
 #   plan      trainbench-cli plan --device cuda (issue 35) against the GPU: the gptspeed GPT in
 #             fp32 and bf16, with and without checkpointing, planned and then run 3 updates;
 #             the plan must equal the allocator's live peak to the byte. The CUDA context this
@@ -48,7 +51,8 @@
 #   summary   the tables and the checks
 # Usage: bench/gpu/run.sh [STAGE...]   (no stage: all of them, in this order). One device call
 # may run at most 10 minutes; a machine goes back 30 s after a call, so each call should name
-# `build` (about a minute on 16 cores) with the stages it wants.
+# `build` (86 s on 16 cores on 2026-11-27) with the stages it wants; every stage together takes
+# more than one call (about 8 minutes without techniques, torch and gpt2speed).
 # Bulky files (logs, CSVs, weights, generated data) stay in out/gpu; $OUT, which brings at most
 # 8 files back, receives results.md, results.json, checks.txt, information.txt, device.txt,
 # techniques_cuda.md and logs.tar.gz.
@@ -65,7 +69,7 @@ python="$(command -v python3)"
 cli="$build/app/trainbench-cli"
 
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(build tests gpt gptcheck check sanitize products speed gptspeed plan profile techniques torch summary)
+[ ${#stages[@]} -gt 0 ] || stages=(build tests gpt gptcheck check sanitize products speed gptspeed gpt2speed plan profile techniques torch summary)
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 # A call that builds starts a new round of checks; later calls on the same machine add to it.
 if wants build; then : > "$work/checks.txt"; : > "$work/information.txt"; else touch "$work/checks.txt" "$work/information.txt"; fi
@@ -447,32 +451,26 @@ if wants speed; then
   done
 fi
 
-if wants gptspeed; then
-  step "gptspeed: GPT L6 H6 C384 T256 on the GPU, trainbench and PyTorch"
-  rm -f "$work"/gptspeed_*  # an earlier call's figures (e.g. torch.compile's) must not show as this one's
+# gpt_speed_stage STAGE UPDATES PRECISIONS SHAPE-FLAGS...: trainbench (--fused on and off) against
+# PyTorch eager and torch.compile on one GPT shape, files $work/STAGE_*, one line each precision.
+gpt_speed_stage() {
+  local stage="$1" updates="$2" precisions="$3"; shift 3
+  local shape=("$@") data="text:$work/gpt_text_x10.txt" precision variant
+  rm -f "$work/${stage}"_*  # an earlier call's figures (e.g. torch.compile's) must not show as this one's
   gpt_text
-  # nanoGPT's shakespeare_char config (dropout 0 here), one micro-batch per update, the same
-  # precision on both sides (fp32: PyTorch with TF32 off, as trainbench's fp32; bf16: PyTorch's
-  # autocast against trainbench's mixed precision), the same windows in the same order.
-  # Both gather each micro-batch inline (trainbench's default --prefetch 0, PyTorch as nanoGPT).
-  gpt_updates="${GPT_SPEED_UPDATES:-30}"
-  gpt_shape=(--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 64 --step-size 1)
-  gpt_data="text:$work/gpt_text_x10.txt"
-  for precision in ${GPT_SPEED_PRECISIONS:-fp32 bf16}; do
-    "$cli" train --model gpt --dataset "$gpt_data" "${gpt_shape[@]}" --optimizer adamw --lr 1e-3 \
-      --schedule constant --warmup-steps 0 --precision "$precision" --device cuda --no-shuffle --seed 1 \
-      --max-steps "$gpt_updates" --metrics-out "$work/gptspeed_trainbench_$precision.csv" \
-      > "$work/gptspeed_trainbench_$precision.log" 2>&1 \
-      || record "FAIL gptspeed run trainbench $precision: $(tail -1 "$work/gptspeed_trainbench_$precision.log")"
-    grep -E "^(plan|memory plan|peak memory)" "$work/gptspeed_trainbench_$precision.log" | sed "s/^/$precision: /"
-    # The same run one op at a time (--fused off), as eager PyTorch runs attention, the loss and AdamW.
-    "$cli" train --model gpt --dataset "$gpt_data" "${gpt_shape[@]}" --optimizer adamw --lr 1e-3 \
-      --schedule constant --warmup-steps 0 --precision "$precision" --device cuda --no-shuffle --seed 1 \
-      --max-steps "$gpt_updates" --fused off --metrics-out "$work/gptspeed_trainbench_eager_$precision.csv" \
-      > "$work/gptspeed_trainbench_eager_$precision.log" 2>&1 \
-      || record "FAIL gptspeed run trainbench --fused off $precision: $(tail -1 "$work/gptspeed_trainbench_eager_$precision.log")"
-    report "gptspeed $precision: trainbench median update_ms after 5 updates, --fused on $("$python" - \
-      "$work/gptspeed_trainbench_$precision.csv" "$work/gptspeed_trainbench_eager_$precision.csv" <<'PY'
+  for precision in $precisions; do
+    for variant in on off; do
+      local name="${stage}_trainbench_$precision"
+      [ "$variant" = off ] && name="${stage}_trainbench_eager_$precision"
+      "$cli" train --model gpt --dataset "$data" "${shape[@]}" --optimizer adamw --lr 1e-3 \
+        --schedule constant --warmup-steps 0 --precision "$precision" --device cuda --no-shuffle --seed 1 \
+        --max-steps "$updates" --fused "$variant" \
+        --metrics-out "$work/$name.csv" > "$work/$name.log" 2>&1 \
+        || record "FAIL $stage run trainbench --fused $variant $precision: $(tail -1 "$work/$name.log")"
+      [ "$variant" = on ] && grep -E "^(plan|memory plan|peak memory)" "$work/$name.log" | sed "s/^/$precision: /"
+    done
+    report "$stage $precision: trainbench median update_ms after 5 updates, --fused on $("$python" - \
+      "$work/${stage}_trainbench_$precision.csv" "$work/${stage}_trainbench_eager_$precision.csv" <<'PY'
 import csv, statistics, sys
 def median(path):
     try:
@@ -483,21 +481,39 @@ def median(path):
 print(f"{median(sys.argv[1])}, --fused off {median(sys.argv[2])}")
 PY
 )"
-    torch_gpt=("$python" "$root/bench/torch_gpt_throughput.py" --device cuda --dataset "$gpt_data" "${gpt_shape[@]}"
-               --lr 1e-3 --precision "$precision" --seed 1 --updates "$gpt_updates" --warmup 5)
-    variants=(eager)
+    local torch_gpt=("$python" "$root/bench/torch_gpt_throughput.py" --device cuda --dataset "$data" "${shape[@]}"
+                     --lr 1e-3 --precision "$precision" --seed 1 --updates "$updates" --warmup 5)
+    local variants=(eager) flag
     [ "${TORCH_COMPILE:-1}" = "0" ] || variants+=(compile)
     for variant in "${variants[@]}"; do
       flag=()
       [ "$variant" = compile ] && flag=(--compile)
       # torch.compile's first compilation can take minutes: past TORCH_TIMEOUT seconds it stops.
       timeout "${TORCH_TIMEOUT:-300}" "${torch_gpt[@]}" ${flag[@]+"${flag[@]}"} \
-        --out "$work/gptspeed_torch_${variant}_$precision.json" > /dev/null \
-        2> "$work/gptspeed_torch_${variant}_$precision.log" \
-        || report "gptspeed: PyTorch $variant $precision failed (exit $?): $(tail -1 "$work/gptspeed_torch_${variant}_$precision.log")"
+        --out "$work/${stage}_torch_${variant}_$precision.json" > /dev/null \
+        2> "$work/${stage}_torch_${variant}_$precision.log" \
+        || report "$stage: PyTorch $variant $precision failed (exit $?): $(tail -1 "$work/${stage}_torch_${variant}_$precision.log")"
     done
-    report "$("$python" "$here/summarize.py" --out "$work" --gpt-speed-line "$precision")"
+    report "$("$python" "$here/summarize.py" --out "$work" --stage "$stage" --gpt-speed-line "$precision")"
   done
+}
+
+if wants gptspeed; then
+  step "gptspeed: GPT L6 H6 C384 T256 on the GPU, trainbench and PyTorch"
+  # nanoGPT's shakespeare_char config (dropout 0 here), one micro-batch per update, the same
+  # precision on both sides (fp32: PyTorch with TF32 off, as trainbench's fp32; bf16: PyTorch's
+  # autocast against trainbench's mixed precision), the same windows in the same order.
+  # Both gather each micro-batch inline (trainbench's default --prefetch 0, PyTorch as nanoGPT).
+  gpt_speed_stage gptspeed "${GPT_SPEED_UPDATES:-30}" "${GPT_SPEED_PRECISIONS:-fp32 bf16}" \
+    --n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 64 --step-size 1
+fi
+
+if wants gpt2speed; then
+  step "gpt2speed: GPT-2 small's shape (L12 H12 C768 T1024) on the GPU, trainbench and PyTorch"
+  # Issue 32's second GPT: GPT-2 small's layers on this repository's byte vocabulary (the
+  # machine has no GPT-2 tokenizer or corpus), 8 windows of 1024 tokens an update, bf16 by default.
+  gpt_speed_stage gpt2speed "${GPT2_SPEED_UPDATES:-20}" "${GPT2_SPEED_PRECISIONS:-bf16}" \
+    --n-layer 12 --n-head 12 --n-embd 768 --block-size 1024 --batch-size 8 --step-size 1
 fi
 
 if wants plan; then

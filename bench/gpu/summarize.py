@@ -54,21 +54,26 @@ def trainbench_run(out, name, skip):
 
 
 GPT_SPEED_PRECISIONS = ("fp32", "bf16")
+# The GPT speed stages of run.sh: the files' prefix, the model and its description, the batch.
+GPT_SPEED_MODELS = {
+    "gptspeed": ("GPT L6 H6 C384 T256", "nanoGPT's shakespeare_char, dropout 0", 64),
+    "gpt2speed": ("GPT L12 H12 C768 T1024", "GPT-2 small's shape on a byte vocabulary, dropout 0", 8),
+}
 PRECISION_TEXT = {"fp32": "fp32 (TF32 off)",
                   "bf16": "bf16 mixed precision (trainbench --precision bf16; PyTorch autocast to bf16)"}
 
 
-def gpt_speed(out, skip, precision):
-    """The gptspeed stage's figures in one precision: trainbench's run (median update_ms after
+def gpt_speed(out, skip, precision, stage="gptspeed"):
+    """A GPT speed stage's figures in one precision: trainbench's run (median update_ms after
     `skip` updates, its allocator's peak) and PyTorch's (torch_gpt_throughput.py's JSON, eager and
     compiled); None when the stage did not run."""
     try:
-        with open(f"{out}/gptspeed_trainbench_{precision}.csv", newline="") as f:
+        with open(f"{out}/{stage}_trainbench_{precision}.csv", newline="") as f:
             rows = list(csv.DictReader(f))
     except OSError:
         rows = None
-    eager = load_json(f"{out}/gptspeed_torch_eager_{precision}.json")
-    compiled = load_json(f"{out}/gptspeed_torch_compile_{precision}.json")
+    eager = load_json(f"{out}/{stage}_torch_eager_{precision}.json")
+    compiled = load_json(f"{out}/{stage}_torch_compile_{precision}.json")
     if rows is None and eager is None:
         return None
     ours = None
@@ -81,10 +86,11 @@ def gpt_speed(out, skip, precision):
         ours = {"update_ms": update_ms, "tokens_per_update": tokens, "tokens_per_second": tokens / (update_ms / 1e3),
                 "updates_measured": len(timed), "peak_bytes": max(int(r["mem_peak_total"]) for r in rows),
                 "last_loss": float(rows[-1]["loss"])}
-        match = re.search(r"^plan: (.*)$", "\n".join(read_lines(f"{out}/gptspeed_trainbench_{precision}.log")), re.M)
+        match = re.search(r"^plan: (.*)$", "\n".join(read_lines(f"{out}/{stage}_trainbench_{precision}.log")), re.M)
         ours["plan"] = match.group(1) if match else "n/a"
     flops = next((r["flops_per_token"] for r in (eager, compiled) if r and "flops_per_token" in r), None)
-    return {"trainbench": ours, "eager": eager, "compile": compiled, "flops_per_token": flops, "precision": precision}
+    return {"trainbench": ours, "eager": eager, "compile": compiled, "flops_per_token": flops, "precision": precision,
+            "stage": stage}
 
 
 def gpt_speed_line(g):
@@ -98,12 +104,14 @@ def gpt_speed_line(g):
             parts.append(f"{label} {r['ms_per_update']:.2f} ms ({r['tokens_per_second']:,.0f} tokens/s{ratio})")
         elif r:
             parts.append(f"{label} n/a ({r.get('error', '?')[:80]})")
-    return f"GPT L6 H6 C384 T256, batch 64, {g['precision']}, on the GPU: " + "; ".join(parts)
+    model, _, batch = GPT_SPEED_MODELS[g["stage"]]
+    return f"{model}, batch {batch}, {g['precision']}, on the GPU: " + "; ".join(parts)
 
 
 def gpt_speed_table(g):
     flops = g["flops_per_token"]
-    lines = ["", "GPT L6 H6 C384 T256 (nanoGPT's shakespeare_char, dropout 0), batch 64, step_size 1, "
+    model, description, batch = GPT_SPEED_MODELS[g["stage"]]
+    lines = ["", f"{model} ({description}), batch {batch}, step_size 1, "
              + PRECISION_TEXT[g["precision"]] + ", AdamW, on text from the repository's docs; median update time "
              "after 5 updates"
              + (f"; model FLOPs {flops / 1e6:.1f} M per token (6N + 6LCT)" if flops else "") + ":", "",
@@ -135,12 +143,14 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--skip", type=int, default=5, help="warm-up updates left out")
     parser.add_argument("--gpt-speed-line", choices=GPT_SPEED_PRECISIONS,
-                        help="print only the one-line result of the gptspeed stage in this precision "
+                        help="print only the one-line result of a GPT speed stage in this precision "
                              "(for run.sh's report)")
+    parser.add_argument("--stage", choices=tuple(GPT_SPEED_MODELS), default="gptspeed",
+                        help="the GPT speed stage --gpt-speed-line reports")
     args = parser.parse_args()
     if args.gpt_speed_line:
-        g = gpt_speed(args.out, args.skip, args.gpt_speed_line)
-        print(gpt_speed_line(g) if g else f"gptspeed {args.gpt_speed_line}: no results")
+        g = gpt_speed(args.out, args.skip, args.gpt_speed_line, args.stage)
+        print(gpt_speed_line(g) if g else f"{args.stage} {args.gpt_speed_line}: no results")
         return
     torch_results = load_json(f"{args.out}/torch.json") or {
         "device": "unknown (no torch.json)", "torch": "n/a", "eager": {}, "compile": {},
@@ -185,12 +195,14 @@ def main():
         lines.append(f"| {precision} | {step_size} | {ours['update_ms']:.2f} | {ours['samples_per_second']:,.0f} | "
                      f"{tflops:.0f} | {100 * tflops / peak:.0f}% | {eager_text} | {ratio} | {compiled_text} |")
 
-    summary["gpt_speed"] = {}
-    for precision in GPT_SPEED_PRECISIONS:
-        gpt = gpt_speed(args.out, args.skip, precision)
-        summary["gpt_speed"][precision] = gpt
-        if gpt:
-            lines += gpt_speed_table(gpt)
+    for stage in GPT_SPEED_MODELS:
+        key = "gpt_speed" if stage == "gptspeed" else "gpt2_speed"
+        summary[key] = {}
+        for precision in GPT_SPEED_PRECISIONS:
+            gpt = gpt_speed(args.out, args.skip, precision, stage)
+            summary[key][precision] = gpt
+            if gpt:
+                lines += gpt_speed_table(gpt)
 
     if products:
         lines += ["", "The engine's products alone (GemmRunner over cuBLASLt, one update's forward, dW and dX "
