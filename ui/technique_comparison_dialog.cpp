@@ -223,7 +223,8 @@ void TechniqueComparisonDialog::onAllDone() {
     export_button_->setEnabled(!result_->empty());
     if (!result_->empty()) rows_ = *result_;  // the final rows carry the baseline-relative changes
     if (!error_->isEmpty())
-        status_->setText(tr("The comparison could not run: %1").arg(*error_));
+        status_->setText(tr("The comparison could not run: %1").arg(*error_) +
+                         (left_out_.isEmpty() ? QString() : tr(" Note: %1.").arg(left_out_)));
     else
         status_->setText(tr("Measured %n run(s). Changes are relative to the baseline.", nullptr,
                             static_cast<int>(rows_.size())) +

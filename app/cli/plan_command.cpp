@@ -180,6 +180,7 @@ int run_plan(const PlanArguments& arguments) {
         if (!plan.auto_fit_note.empty()) j["auto_fit"] = plan.auto_fit_note;
         if (plan.activations_without_checkpointing >= 0) {
             j["activations_without_checkpointing_bytes"] = plan.activations_without_checkpointing;
+            j["rebuilt_segments"] = plan.rebuilt_segments;
             j["checkpointing_note"] = checkpointing_note(plan);
         }
         if (!plan.stage_planned_bytes.empty()) {
@@ -212,7 +213,6 @@ int run_plan(const PlanArguments& arguments) {
     std::printf("  %-16s %12s\n",
                 config.pipeline_stages > 1 ? "stage 1 process" : config.processes > 1 ? "per process" : "total",
                 format_bytes(plan.planned_total()).c_str());
-    if (const std::string note = checkpointing_note(plan); !note.empty()) std::printf("%s\n", note.c_str());
     // A pipeline's other stages, each in its processes.
     for (size_t s = 1; s < plan.stage_planned_bytes.size(); ++s)
         std::printf("  %-16s %12s\n", ("stage " + std::to_string(s + 1) + " process").c_str(),
@@ -224,6 +224,7 @@ int run_plan(const PlanArguments& arguments) {
         std::printf("  %-16s %12s  (%s)\n", "CUDA context", format_bytes(budget.fixed_bytes).c_str(), kCudaContextSource);
     if (budget.fixed_bytes > 0 || (!budget.cuda && config.processes > 1))
         std::printf("  %-16s %12s\n", "needed", format_bytes(needed).c_str());
+    if (const std::string note = checkpointing_note(plan); !note.empty()) std::printf("%s\n", note.c_str());
     std::printf("device: %s%s\n", budget.description.c_str(), device_memory > 0 ? " (--device-memory)" : "");
     if (!judged) {
         std::printf("fits: unknown; give --device-memory (e.g. 24GiB) to check\n");

@@ -164,15 +164,15 @@ def main():
     # MFU against the higher of the two measured bf16 peaks, so no figure flatters the engine.
     peak = max((p for p in (torch_peak, own_peak) if not math.isnan(p)), default=float("nan"))
 
-    def tflops(value):  # a peak this call did not measure (its stage did not run) says so
+    def peak_text(value):  # a peak this call did not measure (its stage did not run) says so
         return "not measured in this call" if math.isnan(value) else f"{value:.0f} TFLOP/s"
 
     lines = [f"Device: {device[0] if device else '?'}; {device[1] if len(device) > 1 else ''}; "
              f"torch {torch_results['torch']}",
              f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, SGD, data on the device; "
              f"{flops / 1e9:.0f} GFLOP per update; bf16 GEMM peak 8192^3 on random data: "
-             f"torch.matmul {tflops(torch_peak)}, trainbench's cuBLASLt {tflops(own_peak)}; "
-             f"MFU and % of peak are against the higher, {tflops(peak)}", "",
+             f"torch.matmul {peak_text(torch_peak)}, trainbench's cuBLASLt {peak_text(own_peak)}; "
+             f"MFU and % of peak are against the higher, {peak_text(peak)}", "",
              "| precision | step_size | trainbench ms/update | samples/s | TFLOP/s | MFU (bf16 peak) "
              "| torch eager ms | trainbench / eager | torch.compile ms |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

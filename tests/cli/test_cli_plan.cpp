@@ -179,24 +179,35 @@ private slots:
                  table->cell(int(table->rows.size()) - 1, "mem_update_peak_live").toLongLong());
     }
 
-    // A model that cannot fit at micro-batch 1 says what dominates there and what saves most.
     // With checkpointing the plan says what it frees: the activations of the same run planned
-    // without it (checked against that plan itself), and plainly when it frees nothing (an MLP
-    // of 3 hidden layers: one segment before the last, whose slot nothing else shares; the
-    // H200's technique table measured that case at +32% time for 0 bytes, 2026-11-27).
+    // without it (checked against that plan itself), how many segments the backward reruns, and
+    // plainly when it changes nothing (a ReLU MLP of 3 hidden layers: one slot that nothing else
+    // shares, and a last segment that dropped nothing; the H200's technique table measured that
+    // case at +32% time for 0 bytes, 2026-11-27, when the walk still rebuilt such segments).
     void checkpointing_says_what_it_frees_data() {
         QTest::addColumn<QStringList>("flags");
         QTest::addColumn<bool>("frees");
+        QTest::addColumn<int>("rebuilt");
+        QTest::addColumn<QString>("says");
         const QStringList mlp{"--dataset", "spirals", "--batch-size", "64"};
-        QTest::newRow("MLP, 3 hidden layers") << (mlp + QStringList{"--hidden", "64,64,64"}) << false;
-        QTest::newRow("MLP, 4 hidden layers") << (mlp + QStringList{"--hidden", "64,64,64,64"}) << true;
-        QTest::newRow("GPT") << small_gpt() << true;
+        QTest::newRow("MLP relu, 3 hidden layers")
+            << (mlp + QStringList{"--hidden", "64,64,64"}) << false << 0 << "changes nothing on this model";
+        // GELU keeps its input beside its output, so the second segment has a tensor to drop.
+        QTest::newRow("MLP gelu, 3 hidden layers")
+            << (mlp + QStringList{"--hidden", "64,64,64", "--activation", "gelu"}) << true << 1
+            << "less), for a second forward pass of 1 segment";
+        QTest::newRow("MLP relu, 4 hidden layers")
+            << (mlp + QStringList{"--hidden", "64,64,64,64"}) << true << 1 << "less), for a second forward pass of 1 segment";
+        QTest::newRow("GPT") << small_gpt() << true << 1 << "less), for a second forward pass of 1 segment";
         QTest::newRow("GPT bf16 on CUDA") << (small_gpt() + QStringList{"--precision", "bf16", "--device", "cuda",
-                                                                        "--device-memory", "24GiB"}) << true;
+                                                                        "--device-memory", "24GiB"})
+                                          << true << 1 << "less)";
     }
     void checkpointing_says_what_it_frees() {
         QFETCH(QStringList, flags);
         QFETCH(bool, frees);
+        QFETCH(int, rebuilt);
+        QFETCH(QString, says);
         const QJsonObject without = plan_json(flags);
         QVERIFY(!without.isEmpty());
         QVERIFY(!without.contains("activations_without_checkpointing_bytes"));
@@ -206,14 +217,16 @@ private slots:
         const qint64 planned_with = with["per_process_bytes"].toObject()["activations"].toInteger();
         QCOMPARE(with["activations_without_checkpointing_bytes"].toInteger(), planned_without);
         QCOMPARE(planned_with < planned_without, frees);
+        QCOMPARE(with["rebuilt_segments"].toInt(), rebuilt);
         const QString note = with["checkpointing_note"].toString();
-        QVERIFY2(note.contains(frees ? "less)" : "frees nothing"), qPrintable(note));
+        QVERIFY2(note.contains(says), qPrintable(note));
 
         const CliRun text = run_cli(QStringList{"plan"} + flags + QStringList{"--gradient-checkpointing"});
         QVERIFY2(text.exit_code == 0, CLI_DIAGNOSTICS(text));
         QVERIFY2(text.out.contains(note), qPrintable(text.out));
     }
 
+    // A model that cannot fit at micro-batch 1 says what dominates there and what saves most.
     void nothing_fits_says_why() {
         const CliRun run = run_cli(QStringList{"plan"} + small_gpt() + QStringList{"--device-memory", "64KiB"});
         QVERIFY2(run.exit_code == 0, CLI_DIAGNOSTICS(run));

@@ -8,9 +8,13 @@
 #include <cmath>
 #include <cstring>
 
+#include <set>
+
 #include "backend/compute_engine.hpp"
+#include "exec/graph_walk.hpp"
 #include "model/build_model.hpp"
 #include "model/init_weights.hpp"
+#include "plan/graph_plan.hpp"
 
 using namespace trainbench;
 
@@ -34,11 +38,71 @@ ModelWeights train(ComputeEngine& engine, int64_t features, int64_t classes, int
     return engine.weights();
 }
 
+// Records the segments whose forward ops a backward pass runs again.
+class RebuildRecorder final : public OpRunner {
+public:
+    explicit RebuildRecorder(const ModelDesc& model) : model_(model) {}
+    void forward_op(int o, int64_t) override { rebuilt.insert(model_.ops[static_cast<size_t>(o)].segment); }
+    void backward_op(int, int64_t) override {}
+    std::set<int> rebuilt;
+
+private:
+    const ModelDesc& model_;
+};
+
 }  // namespace
 
 class TestMlpCheckpointing : public QObject {
     Q_OBJECT
 private slots:
+    // What the plan says checkpointing recomputes (rebuilt_segments, shown to the user before a
+    // run) is what the backward walk reruns, fused or not. A segment that dropped nothing is not
+    // rebuilt: the last segment of a 3-layer ReLU MLP is one fused product + ReLU whose output
+    // crosses to the head (before 2026-11-27 the walk rebuilt it, and then the first segment
+    // again, though the slots still held it: the whole forward twice for nothing).
+    void rebuilt_segments_are_what_the_backward_reruns_data() {
+        QTest::addColumn<int>("hidden");
+        QTest::addColumn<int>("activation");
+        QTest::addColumn<int>("expected");  // fused, as the engines run by default
+        QTest::newRow("MLP relu, 1 hidden layer") << 1 << int(Activation::relu) << 0;
+        QTest::newRow("MLP relu, 2 hidden layers") << 2 << int(Activation::relu) << 0;
+        QTest::newRow("MLP relu, 3 hidden layers") << 3 << int(Activation::relu) << 0;
+        QTest::newRow("MLP relu, 4 hidden layers") << 4 << int(Activation::relu) << 1;
+        QTest::newRow("MLP relu, 9 hidden layers") << 9 << int(Activation::relu) << 2;
+        QTest::newRow("MLP gelu, 3 hidden layers") << 3 << int(Activation::gelu) << 1;
+        QTest::newRow("MLP gelu, 9 hidden layers") << 9 << int(Activation::gelu) << 2;
+        QTest::newRow("GPT, 4 blocks") << -4 << int(Activation::gelu) << 3;
+    }
+    void rebuilt_segments_are_what_the_backward_reruns() {
+        QFETCH(int, hidden);
+        QFETCH(int, activation);
+        QFETCH(int, expected);
+        ModelDesc model;
+        if (hidden > 0) {
+            std::vector<int64_t> sizes{8};
+            for (int i = 0; i < hidden; ++i) sizes.push_back(16);
+            sizes.push_back(3);
+            model = build_mlp(sizes, Activation(activation), 3);
+        } else {
+            GptShape shape;
+            shape.n_layer = -hidden;
+            shape.n_head = 2;
+            shape.n_embd = 16;
+            shape.block_size = 8;
+            shape.vocab = 11;
+            model = build_gpt(shape);
+        }
+        for (bool fused : {true, false}) {
+            const GraphPlan plan = make_graph_plan(model, 4, {.threads = 1, .checkpointing = true, .fused = fused});
+            RebuildRecorder recorder(plan.model);
+            walk_backward(plan, recorder, 4, plan.last_segment);
+            QCOMPARE(int(recorder.rebuilt.size()), rebuilt_segments(plan));
+            if (fused) QCOMPARE(rebuilt_segments(plan), expected);
+            const GraphPlan off = make_graph_plan(model, 4, {.threads = 1, .checkpointing = false, .fused = fused});
+            QCOMPARE(rebuilt_segments(off), 0);
+        }
+    }
+
     void checkpointing_changes_no_bit_data() {
         QTest::addColumn<int>("activation");
         QTest::addColumn<int>("precision");

@@ -43,9 +43,11 @@ struct RunPlan {
     int64_t all_processes_total() const;
     int64_t planned_total() const { return sum_bytes(planned_bytes); }
     std::string auto_fit_note;         // what --auto-fit chose, empty otherwise
-    // With gradient checkpointing: the activations the same run plans without it (process 0's),
-    // so that what checkpointing frees is shown before it runs; -1 without checkpointing.
+    // With gradient checkpointing: the activations the same run plans without it (for the same
+    // process as planned_bytes), so that what checkpointing frees is shown before it runs, and
+    // how many segments rerun their forward in every backward; -1 and 0 without checkpointing.
     int64_t activations_without_checkpointing = -1;
+    int rebuilt_segments = 0;
     // What the CPU engine multiplies with (--cpu-products made concrete for this CPU and
     // precision): "oneDNN bf16 (avx512_core_amx)", "Eigen fp32", ...; empty on CUDA.
     std::string products;
@@ -70,9 +72,10 @@ int64_t updates_per_epoch(int64_t samples, int64_t global_batch);
 // step_size parts. What the engine is planned for (RunPlan::micro_batch).
 int64_t largest_micro_batch(int64_t batch, int64_t step_size, int64_t processes);
 
-// With gradient checkpointing, one line on what it frees in this plan: "gradient checkpointing:
-// activations 3.78 MiB instead of 5.9 MiB without it (36% less) ...", or that it frees nothing
-// here while still costing a second forward pass; empty without checkpointing.
+// With gradient checkpointing, one line on what it frees in this plan and what it recomputes:
+// "gradient checkpointing: activations 3.78 MiB instead of 5.9 MiB without it (36% less), for a
+// second forward pass of 3 segments in every backward", or that it frees nothing here (and whether
+// it still recomputes); empty without checkpointing. A pipeline's figures are its first stage's.
 std::string checkpointing_note(const RunPlan& plan);
 
 // QLoRA: ", 786432 in 4-bit NF4 at 4.13 bits each" for the plan's parameters line;

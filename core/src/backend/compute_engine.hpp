@@ -23,6 +23,7 @@ namespace trainbench {
 inline const std::string kNf4StoragePrefix = "nf4_storage.";
 
 class ProcessGroup;
+struct GraphPlan;
 
 struct EngineSpec {
     ModelDesc model;
@@ -167,6 +168,8 @@ public:
 // The CPU engine: the executor over the model description (plan/graph_plan.hpp), every model
 // family in fp32, bf16 and fp16. Its planned bytes by category are exactly what it allocates.
 BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec);
+// The graph plan it runs (its buffers, recompute slots, write modes).
+GraphPlan plan_cpu_graph(const EngineSpec& spec);
 // Bytes its update of `micro_batches` full micro-batches moves through memory (plan/memory_traffic.hpp).
 int64_t plan_cpu_engine_traffic(const EngineSpec& spec, int64_t micro_batches);
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);

@@ -9,6 +9,8 @@
 //     inside a segment recompute slots that every segment shares (GraphPlan::tensor_slot,
 //     slot_elements): only one segment's inner tensors exist at a time, which is the saving; the
 //     last segment's stay resident after the forward (GraphPlan::last_segment);
+//   - a segment none of whose tensors got a slot dropped nothing and is never rebuilt
+//     (GraphPlan::rebuildable);
 //   - the executor (here, from exec/graph_walk.cpp) runs a segment's forward ops again, from its
 //     kept input, right before the backward reaches it.
 // The rebuilt tensors are the same bits as the first forward's, so checkpointing does not change

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 
 #include "memory/tracking_arena.hpp"
@@ -198,6 +199,9 @@ void assign_recompute_slots(GraphPlan& plan, const Uses& uses) {
             std::max(plan.slot_bytes[static_cast<size_t>(slot)], plan.tensor_elements[t] * plan.element_bytes(static_cast<int>(t)));
         plan.tensor_slot[t] = slot;
         plan.last_segment = std::max(plan.last_segment, segment);
+        if (plan.segment_uses_slots.size() <= static_cast<size_t>(segment))
+            plan.segment_uses_slots.resize(static_cast<size_t>(segment) + 1, 0);
+        plan.segment_uses_slots[static_cast<size_t>(segment)] = 1;
     }
     for (size_t t = 0; t < m.tensors.size(); ++t)
         if (plan.tensor_alias[t] >= 0) plan.tensor_slot[t] = plan.tensor_slot[static_cast<size_t>(plan.tensor_alias[t])];
@@ -630,6 +634,14 @@ BytesByCategory GraphPlan::planned_bytes() const {
     BytesByCategory bytes{};
     for (const PlannedBuffer& b : buffers) bytes[static_cast<size_t>(b.category)] += TrackingArena::rounded_size(b.bytes);
     return bytes;
+}
+
+int rebuilt_segments(const GraphPlan& plan) {
+    if (!plan.checkpointing) return 0;
+    std::set<int> segments;
+    for (const OpDesc& op : plan.model.ops)
+        if (plan.rebuildable(op.segment) && op.segment != plan.last_segment) segments.insert(op.segment);
+    return static_cast<int>(segments.size());
 }
 
 }  // namespace trainbench

@@ -83,6 +83,14 @@ struct GraphPlan {
     std::vector<int64_t> slot_elements;
     std::vector<int64_t> slot_bytes;  // its largest tensor at that tensor's element size
     int last_segment = -1;            // still resident after the forward: never recomputed
+    // Per segment: whether any of its tensors lives in a recompute slot. A segment without one
+    // dropped nothing, so its backward needs no rebuild (3 ReLU layers of an MLP: the last
+    // segment's product and activation are one fused op whose output crosses to the head).
+    std::vector<char> segment_uses_slots;
+    bool rebuildable(int segment) const {
+        return segment >= 0 && static_cast<size_t>(segment) < segment_uses_slots.size() &&
+               segment_uses_slots[static_cast<size_t>(segment)] != 0;
+    }
 
     // Gradients of intermediate tensors share one workspace block, at offsets from their
     // lifetimes in the backward pass (first fit); -1 where no gradient is needed.
@@ -240,5 +248,10 @@ struct PlanOptions {
 };
 
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const PlanOptions& options);
+
+// Gradient checkpointing: how many segments run their forward ops again in every backward (the
+// executor's rule, exec/gradient_checkpointing.cpp: each segment but the one still resident after
+// the forward); 0 without checkpointing.
+int rebuilt_segments(const GraphPlan& plan);
 
 }  // namespace trainbench

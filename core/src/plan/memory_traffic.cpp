@@ -156,7 +156,7 @@ public:
         int64_t bytes = 0;
         for (size_t o = 0; o < m_.ops.size(); ++o) {
             const int segment = m_.ops[o].segment;
-            if (segment >= 0 && segment != plan_.last_segment) bytes += forward(static_cast<int>(o));
+            if (plan_.rebuildable(segment) && segment != plan_.last_segment) bytes += forward(static_cast<int>(o));
         }
         return bytes;
     }

@@ -8,6 +8,7 @@
 #include "model/param_layout.hpp"
 #include "model/pipeline_stages.hpp"
 #include "parallel/shard_range.hpp"
+#include "plan/cuda_device_plan.hpp"
 #include "plan/graph_plan.hpp"
 #include "train/engine_factory.hpp"
 #include "trainbench/error.hpp"
@@ -98,17 +99,27 @@ std::string checkpointing_note(const RunPlan& plan) {
     if (plan.activations_without_checkpointing < 0) return {};
     const int64_t with = plan.planned_bytes[static_cast<size_t>(MemoryCategory::activations)];
     const int64_t without = plan.activations_without_checkpointing;
+    const std::string who = plan.pipeline_stages > 1 ? " (stage 1)" : "";
+    const std::string rebuilt = std::to_string(plan.rebuilt_segments) +
+                                (plan.rebuilt_segments == 1 ? " segment" : " segments");
+    if (with < without) {
+        char percent[16];
+        std::snprintf(percent, sizeof percent, "%.0f%%",
+                      100.0 * static_cast<double>(without - with) / static_cast<double>(without));
+        return "gradient checkpointing" + who + ": activations " + format_bytes(with) + " instead of " +
+               format_bytes(without) + " without it (" + percent + " less), for a second forward pass of " + rebuilt +
+               " in every backward";
+    }
     // A segment's inner tensors share recompute slots with the other segments' (plan/graph_plan.cpp):
-    // a model whose segments leave nothing to share (an MLP of fewer than 4 hidden layers) keeps
-    // as much as without, and the rebuild before each segment's backward is then pure cost.
-    if (with >= without)
-        return "gradient checkpointing frees nothing on this model: activations " + format_bytes(with) +
-               " with it and without, while every backward reruns the checkpointed segments' forward "
-               "(the what-if table compares the other knobs)";
-    char percent[16];
-    std::snprintf(percent, sizeof percent, "%.0f%%", 100.0 * static_cast<double>(without - with) / static_cast<double>(without));
-    return "gradient checkpointing: activations " + format_bytes(with) + " instead of " + format_bytes(without) +
-           " without it (" + percent + " less), for a second forward pass of the checkpointed segments in every backward";
+    // a model whose segments leave nothing to share (a ReLU MLP of fewer than 4 hidden layers)
+    // keeps as much as without.
+    const std::string amounts = with == without ? format_bytes(with) + " with it and without"
+                                                : format_bytes(with) + " with it, " + format_bytes(without) + " without";
+    if (plan.rebuilt_segments == 0)
+        return "gradient checkpointing" + who + " changes nothing on this model: activations " + amounts +
+               ", and no segment is computed twice";
+    return "gradient checkpointing" + who + " frees nothing on this model: activations " + amounts +
+           ", while every backward reruns the forward of " + rebuilt + ": here it only costs time";
 }
 
 RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
@@ -164,6 +175,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
         without.gradient_checkpointing = false;
         plan.activations_without_checkpointing = plan_engine_memory(
             without, make_engine_spec(without, data, plan.micro_batch))[static_cast<size_t>(MemoryCategory::activations)];
+        plan.rebuilt_segments = rebuilt_segments(is_cuda_device(config.device) ? cuda::plan_cuda_graph(spec) : plan_cpu_graph(spec));
     }
     for (int stage = 0; config.pipeline_stages > 1 && stage < config.pipeline_stages; ++stage)
         plan.stage_planned_bytes.push_back(plan_engine_memory(config, make_engine_spec(config, data, plan.micro_batch, stage)));

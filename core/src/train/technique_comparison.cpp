@@ -16,8 +16,9 @@
 namespace trainbench {
 
 std::string add_process_rows(ComparisonOptions& options, const std::string& cli_program, const RunConfig& base) {
-    std::string why = unsupported_feature(backend_for_device(base.device), TrainingFeature::several_processes);
-    if (why.empty()) why = several_processes_unavailable(2);
+    std::string why = unsupported_feature(backend_for_device(base.device), TrainingFeature::several_processes).empty()
+                          ? several_processes_unavailable(2)
+                          : "the CUDA engine trains in one process only for now (compare with --device cpu to measure them)";
     if (!why.empty()) return "the rows of several processes are left out: " + why;
     for (Technique technique : multi_process_techniques()) options.techniques.push_back(technique);
     options.run_processes = [cli_program](const RunConfig& config, const Dataset& data, const Observer& observer,

@@ -1027,6 +1027,7 @@ private:
 }  // namespace
 
 BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec) { return plan_for(spec).planned_bytes(); }
+GraphPlan plan_cpu_graph(const EngineSpec& spec) { return plan_for(spec); }
 
 int64_t plan_cpu_engine_traffic(const EngineSpec& spec, int64_t micro_batches) {
     return count_memory_traffic(plan_for(spec), spec.optimizer).per_update(micro_batches);
