@@ -450,6 +450,9 @@ private slots:
         QTest::newRow("T13 no tile divides") << 13 << 32 << 65 << true;
         // Widths no warp or block divides, and a vocabulary of several rows per dwte range.
         QTest::newRow("T13 C36 V300") << 13 << 36 << 300 << false;
+        // The small-vocabulary embedding backward (at most 128 rows, one block per row and 32
+        // columns) at a width whose last column block is partly idle.
+        QTest::newRow("T13 C36 V65") << 13 << 36 << 65 << false;
         // Rows of att longer than a warp (the softmax kernels' lanes loop), T a multiple of nothing.
         QTest::newRow("T70 C64 V65") << 70 << 64 << 65 << false;
     }
