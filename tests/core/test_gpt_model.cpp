@@ -37,6 +37,15 @@ constexpr double kFp16LossTolerance = 0x1p-12;
 
 std::map<std::string, NamedTensor> read_all(const std::string& file) { return testing::read_fixture_tensors(kDir + file); }
 
+// A micro-batch of `count` windows: tokens x, next tokens y (both outlive the batch).
+MicroBatch token_batch(const std::vector<int32_t>& x, const std::vector<int32_t>& y, int64_t count) {
+    MicroBatch batch;
+    batch.tokens = x.data();
+    batch.labels = y.data();
+    batch.count = count;
+    return batch;
+}
+
 GptShape fixture_shape() {
     GptShape s;
     s.n_layer = 2, s.n_head = 4, s.n_embd = 32, s.block_size = T, s.vocab = 65;
@@ -105,11 +114,7 @@ Trace train_fixture(ComputeEngine& engine, int updates, const std::vector<int64_
         for (int64_t count : split) {
             const auto x = fixture_ids(inputs, window * T, count * T);
             const auto y = fixture_ids(targets, window * T, count * T);
-            MicroBatch batch;
-            batch.tokens = x.data();
-            batch.labels = y.data();
-            batch.count = count;
-            loss += engine.forward_backward(batch, tokens, loss_scale);
+            loss += engine.forward_backward(token_batch(x, y, count), tokens, loss_scale);
             window += count;
         }
         const double norm = std::sqrt(engine.grad_norm_squared()) / loss_scale;
@@ -148,10 +153,7 @@ private slots:
         const auto step0 = read_all("gpt_step0.safetensors");
         const auto x = fixture_ids(step0.at("step0.inputs"), 0, B * T);
         const auto y = fixture_ids(step0.at("step0.targets"), 0, B * T);
-        MicroBatch batch;
-        batch.tokens = x.data();
-        batch.labels = y.data();
-        batch.count = B;
+        const MicroBatch batch = token_batch(x, y, B);
         engine->zero_grad();
         const double loss = engine->forward_backward(batch, double(B * T), 1.0) / double(B * T);
         const double want = step0.at("step0.loss").data[0];
@@ -221,10 +223,7 @@ private slots:
         const int64_t samples = 6;
         const auto x = fixture_ids(train.at("train.inputs"), 0, samples * T);
         const auto y = fixture_ids(train.at("train.targets"), 0, samples * T);
-        MicroBatch batch;
-        batch.tokens = x.data();
-        batch.labels = y.data();
-        batch.count = samples;
+        MicroBatch batch = token_batch(x, y, samples);
         auto whole = make_cpu_engine(fixture_spec(2, false, samples));
         auto chunked = make_cpu_engine(fixture_spec(2, false, 4));  // chunks of 4 and 2
         whole->set_weights(initial);
@@ -369,10 +368,7 @@ private slots:
         const auto train = read_all("gpt_train.safetensors");
         const auto x = fixture_ids(train.at("train.inputs"), 0, B * T);
         const auto y = fixture_ids(train.at("train.targets"), 0, B * T);
-        MicroBatch batch;
-        batch.tokens = x.data();
-        batch.labels = y.data();
-        batch.count = B;
+        const MicroBatch batch = token_batch(x, y, B);
         allocations = 0;
         counting = true;
         for (int u = 0; u < 3; ++u) {
