@@ -637,10 +637,9 @@ BytesByCategory GraphPlan::planned_bytes() const {
 }
 
 int rebuilt_segments(const GraphPlan& plan) {
-    if (!plan.checkpointing) return 0;
     std::set<int> segments;
     for (const OpDesc& op : plan.model.ops)
-        if (plan.rebuildable(op.segment) && op.segment != plan.last_segment) segments.insert(op.segment);
+        if (plan.rebuilt_in_backward(op.segment)) segments.insert(op.segment);
     return static_cast<int>(segments.size());
 }
 

@@ -91,6 +91,11 @@ struct GraphPlan {
         return segment >= 0 && static_cast<size_t>(segment) < segment_uses_slots.size() &&
                segment_uses_slots[static_cast<size_t>(segment)] != 0;
     }
+    // Whether a backward right after the forward runs this segment's forward ops again: a
+    // segment that dropped something and whose tensors the slots no longer hold.
+    bool rebuilt_in_backward(int segment) const {
+        return checkpointing && rebuildable(segment) && segment != last_segment;
+    }
 
     // Gradients of intermediate tensors share one workspace block, at offsets from their
     // lifetimes in the backward pass (first fit); -1 where no gradient is needed.

@@ -152,12 +152,9 @@ public:
     }
 
     int64_t recompute() const {
-        if (!plan_.checkpointing) return 0;
         int64_t bytes = 0;
-        for (size_t o = 0; o < m_.ops.size(); ++o) {
-            const int segment = m_.ops[o].segment;
-            if (plan_.rebuildable(segment) && segment != plan_.last_segment) bytes += forward(static_cast<int>(o));
-        }
+        for (size_t o = 0; o < m_.ops.size(); ++o)
+            if (plan_.rebuilt_in_backward(m_.ops[o].segment)) bytes += forward(static_cast<int>(o));
         return bytes;
     }
 
