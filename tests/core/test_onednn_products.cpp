@@ -174,6 +174,9 @@ private slots:
                 QTest::newRow((name + "-one-row").c_str()) << int(operands) << threads << 45 << 19 << 1;
                 QTest::newRow((name + "-depth-1").c_str()) << int(operands) << threads << 1 << 33 << 70;
                 QTest::newRow((name + "-split-161x130x517").c_str()) << int(operands) << threads << 161 << 130 << 517;
+                // fewer rows than inputs: on two threads the bf16 weight gradient is split by its
+                // rows over dY^T's codes (the MLP's layers), with tiles and tails both ways
+                QTest::newRow((name + "-transposed-300x130x163").c_str()) << int(operands) << threads << 300 << 130 << 163;
             }
     }
     // Y = X W^T + b with a GELU epilogue, dX = dY W, dW = dY^T X then dW += dY^T X, db (+)= colsum dY.

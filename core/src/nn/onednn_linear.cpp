@@ -49,6 +49,22 @@ void for_each_weight_grad_part(int64_t in, int64_t out, int64_t rows, int member
 }
 }  // namespace
 
+namespace {
+// bf16 backward scratch: dY's codes, then either dY^T's codes or per member its partial dW and db.
+int64_t codes_floats(int64_t out, int64_t rows) { return (out * rows + 31) / 32 * 16; }
+int64_t partial_floats(int64_t in, int64_t out) { return (out * in + out + 15) / 16 * 16; }
+
+// How a bf16 weight gradient dW = dY^T X is split across `members`. Either by dY's rows, each
+// member's part a partial sum of dW (its rows of dY read in place as a transposed view), the
+// partial sums added up afterwards: (members - 1) extra dW-sized sums, each written, read and
+// added. Or by dW's rows, each member rounding its columns of dY into dY^T's codes itself (a
+// pass over rows x out values): no partial sums. Whichever moves less memory: the MLP's layers
+// (256 rows, 784-1024 inputs) transpose, the GPT's (4,096 rows, 128-512 inputs) sum partials.
+bool weight_grad_transposes_codes(int64_t in, int64_t rows, int members) {
+    return members > 1 && 2 * rows < 3 * int64_t{members - 1} * in;
+}
+}  // namespace
+
 int64_t onednn_linear_scratchpad_bytes(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, bool bias,
                                        bool input_grad, int threads) {
     int64_t bytes = 0;
@@ -57,7 +73,7 @@ int64_t onednn_linear_scratchpad_bytes(MatmulOperands operands, int64_t in, int6
         if (operands == MatmulOperands::bf16)
             bytes = std::max(bytes, onednn_scratchpad_bytes(linear_forward_shape(operands, in, out, rows, bias, true), members));
         for (GradientWrite write : {GradientWrite::overwrite, GradientWrite::accumulate}) {
-            if (operands == MatmulOperands::f32)
+            if (operands == MatmulOperands::f32 || weight_grad_transposes_codes(in, rows, members))
                 bytes = std::max(bytes, onednn_scratchpad_bytes(linear_weight_grad_shape(operands, in, out, rows, write), members));
             else
                 for_each_weight_grad_part(in, out, rows, members, write, [&](const MatmulShape& part) {
@@ -83,7 +99,7 @@ void onednn_linear_prepare(OnednnProducts& products, MatmulOperands operands, in
     const int members = members_for(backward_work(in, out, rows, weight_grad, input_grad));
     if (weight_grad)
         for (GradientWrite write : {GradientWrite::overwrite, GradientWrite::accumulate}) {
-            if (operands == MatmulOperands::f32)
+            if (operands == MatmulOperands::f32 || weight_grad_transposes_codes(in, rows, members))
                 products.prepare(linear_weight_grad_shape(operands, in, out, rows, write), members);
             else
                 for_each_weight_grad_part(in, out, rows, members, write,
@@ -126,15 +142,15 @@ void onednn_linear_forward_16bit_rows(OnednnProducts& products, Precision precis
     parallel_members(in * out * rows, slice);
 }
 
-namespace {
-// bf16 backward scratch: dY's codes, then per member its partial dW and db.
-int64_t codes_floats(int64_t out, int64_t rows) { return (out * rows + 31) / 32 * 16; }
-int64_t partial_floats(int64_t in, int64_t out) { return (out * in + out + 15) / 16 * 16; }
-}  // namespace
 
 int64_t onednn_linear_scratch_floats(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, int threads) {
     if (operands == MatmulOperands::f32) return out * rows;
-    return codes_floats(out, rows) + std::max(threads, 1) * partial_floats(in, out);
+    // A backward too small to split runs as one member (partials: its db only).
+    const int64_t one_member = codes_floats(out, rows) + partial_floats(in, out);
+    const int64_t split = weight_grad_transposes_codes(in, rows, threads)
+                              ? 2 * codes_floats(out, rows)
+                              : codes_floats(out, rows) + std::max(threads, 1) * partial_floats(in, out);
+    return std::max(one_member, split);
 }
 
 namespace {
@@ -208,6 +224,31 @@ void transpose_columns(float* dy, float* dy_t, int64_t out, int64_t rows, int64_
         for (int64_t r = r0; r < rows; ++r) element(r, o);
 }
 
+// Columns [first, end) of dY [rows x out] as rows of dY^T [out x rows], rounded to bf16 codes;
+// dY itself is only read. 16 x 16 tiles in registers where the build has AVX-512.
+void transpose_columns_to_bf16(const float* dy, uint16_t* dy_t, int64_t out, int64_t rows, int64_t first, int64_t end) {
+    int64_t r0 = 0;
+#if defined(__AVX512F__)
+    const int64_t tiled_end = first + (end - first) / 16 * 16;
+    alignas(64) float column[16];
+    for (; r0 + 16 <= rows; r0 += 16) {
+        for (int64_t o = first; o < tiled_end; o += 16) {
+            __m512 tile[16];
+            for (int i = 0; i < 16; ++i) tile[i] = _mm512_loadu_ps(dy + (r0 + i) * out + o);
+            transpose_16x16(tile);
+            for (int j = 0; j < 16; ++j) {
+                _mm512_store_ps(column, tile[j]);
+                store_16bit_serial(Precision::bf16, column, dy_t + (o + j) * rows + r0, 16);
+            }
+        }
+        for (int64_t o = tiled_end; o < end; ++o)
+            for (int64_t r = r0; r < r0 + 16; ++r) dy_t[o * rows + r] = float_to_bf16(dy[r * out + o]);
+    }
+#endif
+    for (int64_t o = first; o < end; ++o)  // the rows left over
+        for (int64_t r = r0; r < rows; ++r) dy_t[o * rows + r] = float_to_bf16(dy[r * out + o]);
+}
+
 }  // namespace
 
 void onednn_linear_forward_bf16(OnednnProducts& products, const void* x, const void* w, const float* bias,
@@ -256,20 +297,55 @@ void backward_f32(OnednnProducts& products, const float* x, const float* w, floa
     parallel_members(work, slice);
 }
 
-// bf16 operands: split by rows of dY, the rows each member rounds into codes itself. Its part
-// of dX is its rows; its part of dW (dY_p^T X_p, dY_p read as a transposed view, which oneDNN's
-// AMX kernels take when the view is dense, as a part of the rows is) is a partial sum, as is
-// its part of db, added up once every member is done. No transpose of dY, and each member
-// only reads the rows it rounded.
+// bf16 operands, dW split by its rows (weight_grad_transposes_codes): each member rounds its
+// rows of dY into codes for its rows of dX, and its columns of dY into dY^T's codes for its rows
+// of dW and db, both straight from dY, so no member waits for another.
+void backward_bf16_transposed(OnednnProducts& products, const uint16_t* x, const uint16_t* w, const float* dy,
+                              float* grad_weight, float* grad_bias, float* grad_input, int64_t in, int64_t out,
+                              int64_t rows, GradientWrite write, float* scratch, int members) {
+    auto* dy16 = reinterpret_cast<uint16_t*>(scratch);
+    auto* dy_t16 = reinterpret_cast<uint16_t*>(scratch + codes_floats(out, rows));
+    const MatmulShape weight_grad = linear_weight_grad_shape(MatmulOperands::bf16, in, out, rows, write);
+    const MatmulShape input_grad = linear_input_grad_shape(MatmulOperands::bf16, in, out, rows);
+    products.prepare(weight_grad, members);
+    if (grad_input) products.prepare(input_grad, members);
+    auto slice = [&](int member, int count) {
+        const int64_t o0 = slice_row_begin(out, member, count), o1 = slice_row_begin(out, member + 1, count);
+        transpose_columns_to_bf16(dy, dy_t16, out, rows, o0, o1);
+        products.run_slice(weight_grad, member, count, dy_t16, x, nullptr, grad_weight);
+        if (grad_bias)  // this member's outputs: sums of dY^T's rows, the values dW multiplied
+            for (int64_t o = o0; o < o1; ++o) {
+                float sum = 0.0f;
+                const uint16_t* g = dy_t16 + o * rows;
+#pragma omp simd reduction(+ : sum)
+                for (int64_t r = 0; r < rows; ++r) sum += bf16_to_float(g[r]);
+                grad_bias[o] = write == GradientWrite::overwrite ? sum : grad_bias[o] + sum;
+            }
+        if (!grad_input) return;
+        const int64_t r0 = slice_row_begin(rows, member, count), r1 = slice_row_begin(rows, member + 1, count);
+        store_16bit_serial(Precision::bf16, dy + r0 * out, dy16 + r0 * out, (r1 - r0) * out);
+        products.run_slice(input_grad, member, count, dy16, w, nullptr, grad_input);
+    };
+    parallel_members(backward_work(in, out, rows, true, grad_input != nullptr), slice);
+}
+
+// bf16 operands otherwise: split by rows of dY, the rows each member rounds into codes itself.
+// Its part of dX is its rows; its part of dW (dY_p^T X_p, dY_p read as a transposed view, which
+// oneDNN's AMX kernels take when the view is dense, as a part of the rows is) is a partial sum,
+// as is its part of db, added up once every member is done. No transpose of dY, and each
+// member only reads the rows it rounded.
 void backward_bf16(OnednnProducts& products, const uint16_t* x, const uint16_t* w, const float* dy, float* grad_weight,
                    float* grad_bias, float* grad_input, int64_t in, int64_t out, int64_t rows, GradientWrite write,
                    float* scratch) {
+    const int64_t work = backward_work(in, out, rows, grad_weight != nullptr, grad_input != nullptr);
+    const int members = members_for(work);
+    if (grad_weight && weight_grad_transposes_codes(in, rows, members))
+        return backward_bf16_transposed(products, x, w, dy, grad_weight, grad_bias, grad_input, in, out, rows, write,
+                                        scratch, members);
     auto* dy16 = reinterpret_cast<uint16_t*>(scratch);
     float* partials = scratch + codes_floats(out, rows);
     const int64_t partial = partial_floats(in, out);
     const MatmulShape input_grad = linear_input_grad_shape(MatmulOperands::bf16, in, out, rows);
-    const int64_t work = backward_work(in, out, rows, grad_weight != nullptr, grad_input != nullptr);
-    const int members = members_for(work);
     if (grad_input) products.prepare(input_grad, members);
     if (grad_weight)
         for_each_weight_grad_part(in, out, rows, members, write, [&](const MatmulShape& part) { products.prepare(part, 1); });
