@@ -1,8 +1,8 @@
 // The engine's bulk fp16 conversions (store_16bit, load_16bit, round_to_16bit), which use the
-// CPU's F16C instructions where the build targets them, give the bits of the scalar
+// CPU's AVX-512 and F16C instructions where the build targets them, give the bits of the scalar
 // float_to_fp16 and fp16_to_float for every fp16 code, every rounding boundary between two
 // codes, overflow, subnormals, infinities and NaNs with their payloads; so a run's bits do not
-// depend on which values fell into a vector of eight and which into the scalar tail.
+// depend on which values fell into a vector of sixteen, one of eight or the scalar tail.
 #include <QtTest>
 
 #include <cstring>

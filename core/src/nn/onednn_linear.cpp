@@ -7,6 +7,9 @@
 #include "parallel/parallel_range.hpp"
 #include "precision/half_float.hpp"
 
+// GCC 12 warns that the AVX-512 intrinsics' own unused "undefined" operands may be uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace trainbench {
 
 // In row-major terms: X [rows x in], W [out x in], Y and dY [rows x out].
@@ -156,9 +159,6 @@ int64_t onednn_linear_scratch_floats(MatmulOperands operands, int64_t in, int64_
 namespace {
 
 #if defined(__AVX512F__)
-// GCC 12 warns that the intrinsics' own unused "undefined" operands may be uninitialized.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // Transposes the 16 x 16 floats in r (r[i] holds row i; afterwards column i): within each
 // 128-bit lane first, then across the lanes.
 inline void transpose_16x16(__m512 r[16]) {
@@ -188,7 +188,6 @@ inline void transpose_16x16(__m512 r[16]) {
     }
 }
 
-#pragma GCC diagnostic pop
 #endif
 
 // Columns [first, end) of dY [rows x out] as rows of dY^T [out x rows]: 16 x 16 tiles in
@@ -210,8 +209,14 @@ void transpose_columns(float* dy, float* dy_t, int64_t out, int64_t rows, int64_
         for (int64_t o = first; o < tiled_end; o += 16) {
             __m512 tile[16];
             for (int i = 0; i < 16; ++i) {
-                if (rounds) round_to_16bit_serial(rounding, dy + (r0 + i) * out + o, 16);
-                tile[i] = _mm512_loadu_ps(dy + (r0 + i) * out + o);
+                float* row = dy + (r0 + i) * out + o;
+                if (rounding == Precision::fp16) {  // in registers, as round_to_16bit_serial's vectors do
+                    tile[i] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(row), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                    _mm512_storeu_ps(row, tile[i]);
+                    continue;
+                }
+                if (rounds) round_to_16bit_serial(rounding, row, 16);
+                tile[i] = _mm512_loadu_ps(row);
             }
             transpose_16x16(tile);
             for (int j = 0; j < 16; ++j) _mm512_storeu_ps(dy_t + (o + j) * rows + r0, tile[j]);

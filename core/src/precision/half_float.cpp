@@ -2,17 +2,27 @@
 
 #include "parallel/parallel_range.hpp"
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
+
+// GCC 12 warns that the AVX-512 conversion intrinsics' own unused "undefined" operands may be
+// uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace trainbench {
 namespace {
 
-// fp16 codes of [0, n), eight at a time in hardware where F16C is there (round to nearest even,
-// as float_to_fp16).
+// fp16 codes of [0, n), sixteen at a time with AVX-512 and eight with F16C where the build
+// targets them (round to nearest even, as float_to_fp16; the wider instructions convert each
+// value as the narrower ones do).
 void floats_to_fp16(const float* source, uint16_t* destination, int64_t n) {
     int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(destination + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(source + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
 #if defined(__F16C__)
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128(reinterpret_cast<__m128i*>(destination + i),
@@ -23,6 +33,10 @@ void floats_to_fp16(const float* source, uint16_t* destination, int64_t n) {
 
 void fp16_to_floats(const uint16_t* source, float* destination, int64_t n) {
     int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(destination + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(source + i))));
+#endif
 #if defined(__F16C__)
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(destination + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(source + i))));
@@ -68,6 +82,11 @@ void round_to_16bit_serial(Precision precision, float* values, int64_t n) {
         for (int64_t i = 0; i < n; ++i) values[i] = bf16_to_float(float_to_bf16(values[i]));
     } else {
         int64_t i = 0;
+#if defined(__AVX512F__)
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(values + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(values + i),
+                                                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+#endif
 #if defined(__F16C__)
         for (; i + 8 <= n; i += 8)
             _mm256_storeu_ps(values + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(values + i),
