@@ -21,6 +21,13 @@ int RunStore::nextColorIndex() const {
 RunRecord& RunStore::addRun(const RunConfig& config) {
     auto run = std::make_unique<RunRecord>();
     run->config = config;
+    // Room for every update the run will make, so that appending never moves the whole history:
+    // at each doubling the vector copied all its steps (432 bytes each) inside one drain, a GUI
+    // stall of ~100 ms at 65,536 updates and growing with the run (tests/ui/test_plot_scale).
+    // Pages are only touched as steps arrive; capped so a huge max_steps reserves no more than
+    // a million updates' worth of address space.
+    constexpr int64_t kMostStepsReserved = 1'000'000;
+    if (config.max_steps > 0) run->steps.reserve(static_cast<size_t>(std::min(config.max_steps, kMostStepsReserved)));
     run->name = QStringLiteral("Run %1").arg(next_id_);
     return adoptRun(std::move(run));
 }
