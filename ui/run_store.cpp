@@ -18,16 +18,22 @@ int RunStore::nextColorIndex() const {
     return next_id_ - 1;
 }
 
+namespace {
+// Room for every update a run will make, so that appending never moves the whole history: at
+// each doubling the vector copied all its steps (432 bytes each) inside one drain, a GUI stall
+// of ~100 ms at 65,536 updates and growing with the run (tests/ui/test_plot_scale). Pages are
+// only touched as steps arrive; capped so a huge run reserves no more than a million updates'
+// worth of address space.
+void reserve_steps(RunRecord& run, int64_t updates) {
+    constexpr int64_t kMostStepsReserved = 1'000'000;
+    if (updates > 0) run.steps.reserve(static_cast<size_t>(std::min(updates, kMostStepsReserved)));
+}
+}  // namespace
+
 RunRecord& RunStore::addRun(const RunConfig& config) {
     auto run = std::make_unique<RunRecord>();
     run->config = config;
-    // Room for every update the run will make, so that appending never moves the whole history:
-    // at each doubling the vector copied all its steps (432 bytes each) inside one drain, a GUI
-    // stall of ~100 ms at 65,536 updates and growing with the run (tests/ui/test_plot_scale).
-    // Pages are only touched as steps arrive; capped so a huge max_steps reserves no more than
-    // a million updates' worth of address space.
-    constexpr int64_t kMostStepsReserved = 1'000'000;
-    if (config.max_steps > 0) run->steps.reserve(static_cast<size_t>(std::min(config.max_steps, kMostStepsReserved)));
+    if (config.max_steps > 0) reserve_steps(*run, config.max_steps);
     run->name = QStringLiteral("Run %1").arg(next_id_);
     return adoptRun(std::move(run));
 }
@@ -59,6 +65,7 @@ const RunRecord* RunStore::find(int id) const {
 void RunStore::setPlan(int id, const RunPlan& plan) {
     if (auto* run = find(id)) {
         run->plan = plan;
+        reserve_steps(*run, plan.total_updates);  // a run bounded by epochs: known from here
         emit runChanged(id);
     }
 }

@@ -137,6 +137,27 @@ class PlotRunsTest : public QObject {
 private slots:
     void initTestCase() { testing::isolate_settings(); }
 
+    // A run's steps have room for all its updates once its length is known (max_steps when it
+    // is added, the plan's total for a run bounded by epochs), so appending never moves the
+    // history already stored: no drain copies it (tests/ui/test_plot_scale times that).
+    void appendingNeverMovesARunsHistory() {
+        for (const bool bounded_by_epochs : {false, true}) {
+            RunStore store;
+            RunConfig config = mlp_config();
+            config.max_steps = bounded_by_epochs ? 0 : 3000;
+            const int id = store.addRun(config).id;
+            RunPlan plan = plan_for(config, false);
+            plan.total_updates = 3000;
+            store.setPlan(id, plan);
+            store.appendMetrics(id, make_steps(1, 100, config.batch_size, 2.0), {}, {});
+            const StepMetrics* first = store.find(id)->steps.data();
+            for (int64_t update = 101; update <= 3000; update += 100)
+                store.appendMetrics(id, make_steps(update, 100, config.batch_size, 2.0), {}, {});
+            QCOMPARE(store.find(id)->steps.size(), size_t{3000});
+            QVERIFY2(store.find(id)->steps.data() == first, bounded_by_epochs ? "bounded by epochs" : "max_steps");
+        }
+    }
+
     // Every plot's curves of a run appear with its metrics and go with it, through RunPlot.
     void graphsFollowRunsThroughTheBaseClass() {
         RunStore store;
