@@ -50,9 +50,7 @@ void for_each_weight_grad_part(int64_t in, int64_t out, int64_t rows, int member
             fn(linear_weight_grad_part_shape(in, out, part_rows, member == 0 ? write : GradientWrite::overwrite));
     }
 }
-}  // namespace
 
-namespace {
 // bf16 backward scratch: dY's codes, then either dY^T's codes or per member its partial dW and db.
 int64_t codes_floats(int64_t out, int64_t rows) { return (out * rows + 31) / 32 * 16; }
 int64_t partial_floats(int64_t in, int64_t out) { return (out * in + out + 15) / 16 * 16; }
@@ -144,7 +142,6 @@ void onednn_linear_forward_16bit_rows(OnednnProducts& products, Precision precis
     };
     parallel_members(in * out * rows, slice);
 }
-
 
 int64_t onednn_linear_scratch_floats(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, int threads) {
     if (operands == MatmulOperands::f32) return out * rows;

@@ -59,8 +59,8 @@ inline float fp16_to_float(uint16_t h) {
 }
 
 // Rounds n floats to `precision` and writes the 16-bit codes (fp32: not used). fp16 uses the
-// CPU's F16C conversions where the build targets them (-march=native on x86), which give the
-// scalar functions' bits, NaNs included.
+// CPU's AVX-512 or F16C conversions where the build targets them (-march=native on x86), which
+// give the scalar functions' bits, NaNs included.
 void store_16bit(Precision precision, const float* source, uint16_t* destination, int64_t n);
 // The same on the calling thread (inside a kernel that already has its share of the work).
 void store_16bit_serial(Precision precision, const float* source, uint16_t* destination, int64_t n);
