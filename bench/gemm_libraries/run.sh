@@ -9,10 +9,14 @@ out=${OUT:-/tmp/gemm_libraries}
 rounds=${ROUNDS:-3}
 "$here/build.sh" "$out"
 pgrep -x cc1plus > /dev/null && echo "warning: compilers are running; timings will be noisy" >&2
-# Debian's OpenBLAS 0.3.21 (DYNAMIC_ARCH) does not know family 6 model 0xCF (Emerald Rapids)
-# and falls back to its Prescott (SSE3) kernels; this selects the AVX-512 ones. It applies to
-# torch's fp32 products too (they go through the same OpenBLAS).
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+# Debian's OpenBLAS 0.3.21 (DYNAMIC_ARCH) does not know newer CPUs: it runs Intel family 6
+# model 0xCF (Emerald Rapids) on its Prescott (SSE3) kernels and AMD Zen 5 on its Haswell (AVX2)
+# ones, and some machines set OPENBLAS_CORETYPE=Haswell in the environment. On a CPU with AVX-512
+# this selects the AVX-512 kernels (as bench/mixed_precision_cpu.py does); elsewhere it leaves
+# OpenBLAS's own choice. It applies to torch's fp32 products too (the same OpenBLAS).
+if grep -qw avx512f /proc/cpuinfo; then
+    export OPENBLAS_CORETYPE=SkylakeX
+fi
 for r in $(seq "$rounds"); do
     echo "round $r" >&2
     "$out/gemm_libraries" > "$out/round$r.csv"
