@@ -11,12 +11,13 @@ in fp32 and bf16 autocast on 1 and on N threads with OMP_WAIT_POLICY=PASSIVE, it
 reference. Debian's OpenBLAS 0.3.21 misidentifies newer CPUs (Intel family 6 model 0xCF falls
 back to SSE3 kernels, 10x slower; AMD Zen 5 to AVX2 ones, 1.6x slower), so where it picks a core
 without AVX-512 on an AVX-512 CPU its fp32 runs get OPENBLAS_CORETYPE=SkylakeX, PyTorch's best
-set-up there. bench/product_peaks first measures
-each product kernel's peak and the share the engine's Linear products reach.
+set-up there. bench/product_peaks first measures each product kernel's peak and the share the
+engine's Linear products reach.
 
 Every case runs once per round, the order rotating between rounds; a case's time is the median
 of its rounds' medians (each round's median after --warmup updates). The issue's targets are
-printed as met or not. With --doc the generated section of docs/BENCHMARKS.md is replaced.
+printed as met or not. With --doc the generated section named --section (one per machine) in
+docs/BENCHMARKS.md is replaced, or appended under --heading where it is not there yet.
 
     bench/mixed_precision_cpu.py --build build [--threads 2] [--rounds 3] [--updates 40]
         [--doc docs/BENCHMARKS.md [--section NAME --heading TEXT]]
