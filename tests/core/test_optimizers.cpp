@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "optim/gradient_norm.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/worker_team.hpp"
 #include "trainbench/run_config.hpp"
@@ -208,6 +209,30 @@ private slots:
                          qPrintable(describe(config)));
                 QVERIFY2(runs[0].state == runs[r].state, qPrintable(describe(config)));
             }
+        }
+        WorkerTeam::shared().resize(default_threads);
+    }
+
+    // The norm every update reports and clips by: the exact sum of squares to double rounding,
+    // with the same bits on any thread count, for lengths that leave chunks shorter than its SIMD
+    // lanes and tails after them.
+    void gradient_norm_is_the_sum_of_squares_on_any_thread_count() {
+        const int default_threads = WorkerTeam::shared().members();
+        for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{2047},
+                          int64_t{100'003}}) {
+            const std::vector<float> grads = sequence(n, 11, 2.5f);
+            long double reference = 0.0L;
+            for (float g : grads) reference += static_cast<long double>(g) * g;
+            std::vector<double> results;
+            for (int threads : {1, 2, 3, 7}) {
+                WorkerTeam::shared().resize(threads);
+                results.push_back(gradient_norm_squared(grads.data(), n));
+            }
+            const double tolerance = 1e-14 * static_cast<double>(reference);
+            QVERIFY2(std::fabs(results[0] - static_cast<double>(reference)) <= tolerance,
+                     qPrintable(QString("n %1: %2 against %3").arg(n).arg(results[0], 0, 'g', 17)
+                                    .arg(static_cast<double>(reference), 0, 'g', 17)));
+            for (double r : results) QVERIFY2(std::memcmp(&r, &results[0], sizeof r) == 0, qPrintable(QString("n %1").arg(n)));
         }
         WorkerTeam::shared().resize(default_threads);
     }
