@@ -12,6 +12,7 @@
 
 #include "parallel/parallel_range.hpp"
 #include "nn/onednn_matmul.hpp"
+#include "precision/lane_sum.hpp"
 #include "nn/vector_exp.hpp"
 #include "precision/half_float.hpp"
 
@@ -48,10 +49,7 @@ HeadShape head_shape(int64_t T, int64_t C, int64_t n_head, Precision products) {
 double exponentiate(float* a, int64_t n, float max_score) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) a[j] = exp_vectorizable(a[j] - max_score);
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) sum += a[j];
-    return sum;
+    return lane_sum(n, [&](int64_t j) { return static_cast<double>(a[j]); });
 }
 
 // Keys a softmax row t visits: t + 1 rounded up to 16 (a vector's worth), within the row.
@@ -83,10 +81,7 @@ SoftmaxRow causal_exponentials(float* a, int64_t t, int64_t T, float scale) {
 // is exactly 0 for the future keys, so they add nothing and get 0.
 int64_t causal_softmax_backward_row(const float* p, float* g, int64_t t, int64_t T, float scale) {
     const int64_t keys = padded_keys(t, T);
-    double dot = 0.0;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < keys; ++j) dot += static_cast<double>(p[j]) * g[j];
-    const float row_dot = static_cast<float>(dot);
+    const float row_dot = static_cast<float>(lane_sum(keys, [&](int64_t j) { return static_cast<double>(p[j]) * g[j]; }));
 #pragma omp simd
     for (int64_t j = 0; j < keys; ++j) g[j] = scale * (p[j] * (g[j] - row_dot));
     return keys;

@@ -5,6 +5,7 @@
 
 #include "parallel/parallel_range.hpp"
 #include "precision/half_float.hpp"
+#include "precision/lane_sum.hpp"
 
 namespace trainbench {
 namespace {
@@ -16,23 +17,6 @@ namespace {
 constexpr int64_t kRowChunks = 64;
 
 int64_t row_chunks(int64_t rows) { return std::min(rows, kRowChunks); }
-
-// The sum over i < n of term(i) (a double), in kLanes running sums added in lane order: a fixed
-// order the compiler vectorises as it is written. `omp simd reduction` over doubles kept its
-// partial sums on the stack between iterations, and the LayerNorm's backward ran at two cycles
-// an element.
-template <class Term>
-inline double lane_sum(int64_t n, Term term) {
-    constexpr int kLanes = 16;
-    double lanes[kLanes] = {};
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (int lane = 0; lane < kLanes; ++lane) lanes[lane] += term(i + lane);
-    for (; i < n; ++i) lanes[0] += term(i);
-    double sum = 0.0;
-    for (double lane : lanes) sum += lane;
-    return sum;
-}
 
 // Per-row statistics in double (C additions per row: cheap), stored as float as torch does.
 // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
