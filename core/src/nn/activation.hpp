@@ -15,7 +15,8 @@ void activation_forward_serial(Activation kind, const float* z, float* a, int64_
 // must be saved); GELU (exact, erf form as torch's default) needs the input z.
 void activation_backward(Activation kind, const float* z, const float* a, float* grad, int64_t n);
 // The same with the saved tensor f' reads (z for GELU, a for the others) in 16-bit storage,
-// widened into `staging` ([n] floats) a cache-sized block at a time just before it is read.
+// widened a cache-sized block at a time just before it is read, into the start of each
+// thread's share of `staging` ([n] floats).
 void activation_backward_16bit(Activation kind, Precision precision, const uint16_t* saved, float* staging, float* grad,
                                int64_t n);
 
