@@ -402,6 +402,45 @@ private slots:
         QVERIFY(out_unrounded > 10 * out_error && dqkv_unrounded > 10 * dqkv_error);
     }
 
+    // The 16-bit storage path (q, k, v and P widened from their codes into per-thread scratch)
+    // against the fp32-storage path from the same rounded operands, with its scratch full of NaN
+    // beforehand: whatever it reads it has written first (P only up to each row's tile end).
+    void sixteen_bit_storage_attention_reads_only_what_it_widened_data() {
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<int>("T");
+        for (Precision p : {Precision::bf16, Precision::fp16})
+            for (int T : {70, 130}) QTest::newRow((to_string(p) + "-T-" + std::to_string(T)).c_str()) << int(p) << T;
+    }
+    void sixteen_bit_storage_attention_reads_only_what_it_widened() {
+        QFETCH(int, precision);
+        QFETCH(int, T);
+        const Precision p = Precision(precision);
+        const int64_t B = 2, C = 24, n_head = 3;
+        Floats qkv = random_values(B * T * 3 * C, 41, 2.0f), dout = random_values(B * T * C, 42);
+        round_to_16bit(p, qkv.data(), int64_t(qkv.size()));
+        round_to_16bit(p, dout.data(), int64_t(dout.size()));
+        std::vector<uint16_t> qkv16(qkv.size()), out16(size_t(B * T * C)), att16(size_t(B * n_head * T * T));
+        store_16bit(p, qkv.data(), qkv16.data(), int64_t(qkv.size()));
+        const int threads = WorkerTeam::shared().members();
+        Floats scratch = nans(size_t(attention_16bit_scratch_floats(T, C, n_head, threads))), dqkv = nans(qkv.size());
+        attention_forward_16bit(p, qkv16.data(), out16.data(), att16.data(), B, T, C, n_head, scratch.data());
+        std::fill(scratch.begin(), scratch.end(), std::nanf(""));
+        attention_backward_16bit(p, dout.data(), qkv16.data(), att16.data(), dqkv.data(), B, T, C, n_head, scratch.data());
+        // The fp32-storage path with the same rounding points (checked against fp64 above)
+        // computes the same function from the same values: the same bits.
+        Floats out32 = nans(size_t(B * T * C)), att32 = nans(size_t(B * n_head * T * T)), dqkv32 = nans(qkv.size());
+        Floats scratch32(size_t(attention_scratch_floats(B, T, C, n_head, threads)));
+        attention_forward(qkv.data(), out32.data(), att32.data(), B, T, C, n_head, p);
+        attention_backward(dout.data(), qkv.data(), att32.data(), dqkv32.data(), B, T, C, n_head, scratch32.data(), p);
+        round_to_16bit(p, out32.data(), int64_t(out32.size()));  // as the 16-bit path stores it
+        Floats out(out16.size()), att(att16.size());
+        load_16bit(p, out16.data(), out.data(), int64_t(out.size()));
+        load_16bit(p, att16.data(), att.data(), int64_t(att.size()));
+        QVERIFY(same_bits(att, att32));
+        QVERIFY(same_bits(out, out32));
+        QVERIFY(same_bits(dqkv, dqkv32));
+    }
+
     // bf16 runs with oneDNN's products: a batch element's heads as batched bf16 products over
     // 16-bit storage, against the fp64 reference from the same rounded operands (P and dS
     // rounded), as the Eigen path is checked above; and the saved probabilities are P's codes.

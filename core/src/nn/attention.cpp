@@ -127,7 +127,8 @@ void head_forward(const HeadShape& s, const float* qkv, float* out, float* att, 
 //   dV = P^T dY,  dP = dY V^T,  dS = P o (dP - rowsum(P o dP)) (softmax),
 //   dQ = scale dS K,  dK = scale dS^T Q.
 // G (scratch, T x T) holds dP, then scale * dS; above the diagonal it is only read inside
-// diagonal tiles, where it is set to 0.
+// diagonal tiles, where it is set to 0. P, likewise, is only read up to the end of each row's
+// tile (0 above the diagonal there).
 void pair_backward(const HeadShape& s, const ConstView& Q, const ConstView& K, const ConstView& V,
                    const ConstView& dY, const float* att_pair, View dQ, View dK, View dV, float* G_data) {
     const int64_t T = s.T;
@@ -363,7 +364,9 @@ void attention_backward_16bit(Precision precision, const float* dout, const uint
         for (int64_t pair = pairs * member / members; pair < pairs * (member + 1) / members; ++pair) {
             const int64_t b = pair / n_head, h = pair % n_head;
             widen_pair(precision, qkv, b, h, s, q);
-            load_16bit_serial(precision, att + pair * T * T, p, T * T);
+            // Row t of P up to the end of its row tile: the rest is never read (pair_backward).
+            for (int64_t t = 0; t < T; ++t)
+                load_16bit_serial(precision, att + (pair * T + t) * T, p + t * T, std::min(T, (t / kTile + 1) * kTile));
             float* dbase = dqkv + b * T * 3 * C + h * hs;
             pair_backward(s, ConstView(q, T, hs, rows), ConstView(q + T * hs, T, hs, rows),
                           ConstView(q + 2 * T * hs, T, hs, rows),
