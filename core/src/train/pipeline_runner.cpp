@@ -31,6 +31,7 @@ PipelineRunner::PipelineRunner(ComputeEngine& engine, ProcessGroup& world, Proce
       whole_(whole),
       split_(split_into_stages(whole, group.size())),
       stage_(group.rank()),
+      first_copy_(world.rank() < group.size()),  // copy 0: processes 0 .. P-1 (Trainer splits by rank / P)
       model_(stage_model(whole, split_, group.rank())),
       schedule_(schedule) {
     together_ = last() && pipeline_in_flight(schedule, stages(), stage_, step_size) == 1;
@@ -174,6 +175,7 @@ bool PipelineRunner::logits_row(const MicroBatch& window, int64_t row, float* ou
 }
 
 ModelWeights PipelineRunner::gather_weights() {
+    if (!first_copy_) return {};
     const ModelWeights mine = engine_.weights();
     // What each later stage holds that the first does not, in its parameters' order.
     const ModelDesc first = stage_model(whole_, split_, 0);
@@ -206,6 +208,10 @@ ModelWeights PipelineRunner::gather_weights() {
 }
 
 std::vector<NamedTensor> PipelineRunner::gather_checkpoint_tensors() {
+    if (!first_copy_) {  // joins its stage's ZeRO gather (optimizer_state), sends nothing
+        engine_.optimizer_state();
+        return {};
+    }
     ModelWeights weights = gather_weights();
     std::vector<NamedTensor> state = engine_.optimizer_state();
     std::vector<NamedTensor> nf4 = engine_.quantized_weights();

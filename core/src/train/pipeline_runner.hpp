@@ -55,12 +55,14 @@ public:
     // row sent back to the first, which draws (the others return false).
     bool logits_row(const MicroBatch& window, int64_t row, float* out) override;
     // The whole model's weights, in its state_dict order, on process 0 (every process calls it;
-    // the others get none).
+    // the others get none). Only the first pipeline copy, process 0's, sends its stages' parts:
+    // the other copies hold the same weights.
     ModelWeights gather_weights();
     // What a checkpoint holds (checkpoint_tensors) for the whole model, on process 0: the weights,
     // each optimizer buffer in the whole model's store order, QLoRA's NF4 storage. So a pipeline's
     // checkpoint is the file one process would write. Every process calls it (with ZeRO, a stage's
-    // copies gather their shards together); the others get none.
+    // copies gather their shards together); the others get none, and only the first copy's
+    // stages send their parts.
     std::vector<NamedTensor> gather_checkpoint_tensors();
 
     // The last update, measured on this stage.
@@ -72,6 +74,7 @@ private:
     ModelDesc whole_;
     StageSplit split_;
     int stage_ = 0;
+    bool first_copy_ = true;  // this process is in the pipeline copy whose first stage is process 0
     ModelDesc model_;  // this stage's
     PipelineSchedule schedule_;
     bool together_ = false;  // the last stage runs each backward with its forward
