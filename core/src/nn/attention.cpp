@@ -12,9 +12,9 @@
 
 #include "parallel/parallel_range.hpp"
 #include "nn/onednn_matmul.hpp"
-#include "precision/lane_sum.hpp"
 #include "nn/vector_exp.hpp"
 #include "precision/half_float.hpp"
+#include "precision/lane_sum.hpp"
 
 
 namespace trainbench {
