@@ -6,6 +6,8 @@
 // needs one, weight gradient), split across the worker team as the engine splits them.
 // Peaks are the best of large square products (1024^3, 2048^3), each the best of several
 // timed calls; nothing is taken from a data sheet. Output: a line per kernel, or JSON lines.
+// --per-layer adds, for the oneDNN kernels, each layer's forward and backward (input and weight
+// gradients together, as the engine calls them) timed on its own: which products hold the share down.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -102,7 +104,7 @@ double square_rate(ProductKernel kernel, int64_t n, int threads, int repeats) {
 
 // FLOP/s of every oneDNN product of one update of `model` (the engine's Eigen path packs its
 // weights once per update and is timed here through its own square peak only).
-double model_rate(ProductKernel kernel, const Model& model, int threads, int repeats) {
+double model_rate(ProductKernel kernel, const Model& model, int threads, int repeats, bool per_layer) {
     const bool bf16 = kernel == ProductKernel::onednn_bf16;
     const MatmulOperands operands = bf16 ? MatmulOperands::bf16 : MatmulOperands::f32;
     int64_t scratchpad = 0;
@@ -116,16 +118,37 @@ double model_rate(ProductKernel kernel, const Model& model, int threads, int rep
     }
     std::vector<char> scratchpads(size_t(std::max<int64_t>(1, scratchpad * threads)));
     OnednnProducts products(threads, scratchpads.data(), scratchpad);
-    auto update = [&] {
+    auto forward = [&](size_t i) {
+        const Layer& l = model.layers[i];
+        Buffers& b = buffers[i];
+        const void* x = bf16 ? static_cast<const void*>(b.x16.data()) : b.x.data();
+        const void* w = bf16 ? static_cast<const void*>(b.w16.data()) : b.w.data();
+        onednn_linear_forward(products, operands, x, w, b.bias.data(), b.y.data(), l.in, l.out, model.rows);
+    };
+    auto backward = [&](size_t i) {
+        const Layer& l = model.layers[i];
+        Buffers& b = buffers[i];
+        const void* x = bf16 ? static_cast<const void*>(b.x16.data()) : b.x.data();
+        const void* w = bf16 ? static_cast<const void*>(b.w16.data()) : b.w.data();
+        onednn_linear_backward(products, operands, x, w, b.dy.data(), b.dw.data(), b.db.data(),
+                               l.input_grad ? b.dx.data() : nullptr, l.in, l.out, model.rows, GradientWrite::overwrite,
+                               b.scratch.data());
+    };
+    if (per_layer)
         for (size_t i = 0; i < model.layers.size(); ++i) {
             const Layer& l = model.layers[i];
-            Buffers& b = buffers[i];
-            const void* x = bf16 ? static_cast<const void*>(b.x16.data()) : b.x.data();
-            const void* w = bf16 ? static_cast<const void*>(b.w16.data()) : b.w.data();
-            onednn_linear_forward(products, operands, x, w, b.bias.data(), b.y.data(), l.in, l.out, model.rows);
-            onednn_linear_backward(products, operands, x, w, b.dy.data(), b.dw.data(), b.db.data(),
-                                   l.input_grad ? b.dx.data() : nullptr, l.in, l.out, model.rows,
-                                   GradientWrite::overwrite, b.scratch.data());
+            const double pass = 2.0 * double(l.in) * double(l.out) * double(model.rows);
+            const double forward_s = best_seconds([&] { forward(i); }, repeats);
+            const double backward_s = best_seconds([&] { backward(i); }, repeats);
+            std::printf("  %s layer %zu (%lld -> %lld, %lld rows): forward %7.1f GFLOP/s (%.3f ms), backward %7.1f GFLOP/s (%.3f ms)\n",
+                        model.name, i, static_cast<long long>(l.in), static_cast<long long>(l.out),
+                        static_cast<long long>(model.rows), pass / forward_s / 1e9, forward_s * 1e3,
+                        pass * (l.input_grad ? 2 : 1) / backward_s / 1e9, backward_s * 1e3);
+        }
+    auto update = [&] {
+        for (size_t i = 0; i < model.layers.size(); ++i) {
+            forward(i);
+            backward(i);
         }
     };
     return flops / best_seconds(update, repeats);
@@ -135,14 +158,15 @@ double model_rate(ProductKernel kernel, const Model& model, int threads, int rep
 
 int main(int argc, char** argv) {
     int threads = 2, repeats = 10;
-    bool json = false;
+    bool json = false, per_layer = false;
     for (int i = 1; i < argc; ++i) {
         const std::string flag = argv[i];
         if (flag == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
         else if (flag == "--repeats" && i + 1 < argc) repeats = std::atoi(argv[++i]);
         else if (flag == "--json") json = true;
+        else if (flag == "--per-layer") per_layer = true;
         else {
-            std::fprintf(stderr, "usage: %s [--threads N (2)] [--repeats N (10)] [--json]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--threads N (2)] [--repeats N (10)] [--json] [--per-layer]\n", argv[0]);
             return 2;
         }
     }
@@ -165,7 +189,7 @@ int main(int argc, char** argv) {
         Result r{describe(kernel)};
         for (int64_t n : {int64_t{1024}, int64_t{2048}}) r.peak = std::max(r.peak, square_rate(kernel, n, threads, repeats));
         if (kernel != ProductKernel::eigen)
-            for (const Model& m : models) r.model_rates.push_back(model_rate(kernel, m, threads, repeats));
+            for (const Model& m : models) r.model_rates.push_back(model_rate(kernel, m, threads, repeats, per_layer && !json));
         if (json) {
             std::printf("{\"bench\":\"product_peaks\",\"kernel\":\"%s\",\"threads\":%d,\"peak_gflops\":%.1f", r.kernel.c_str(),
                         threads, r.peak / 1e9);
