@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -25,6 +26,7 @@
 #include "nn/onednn_matmul.hpp"
 #include "parallel/worker_team.hpp"
 #include "precision/half_float.hpp"
+#include "precision/lane_sum.hpp"
 #include "trainbench/weights.hpp"
 
 // Kernels never allocate: counted as in test_steady_state_allocation.
@@ -510,6 +512,31 @@ private slots:
     }
 
     // ---- Embedding -----------------------------------------------------------------------
+
+    // The softmax's row maximum (lane_max): the largest term at every length, tails included,
+    // -inf for none; infinities taken as values; NaN wherever a term is NaN.
+    void row_maximum_is_the_largest_term_at_any_length() {
+        std::mt19937 random(7);
+        std::normal_distribution<float> normal(0.0f, 10.0f);
+        for (int64_t n = 0; n <= 70; ++n) {
+            std::vector<float> values(static_cast<size_t>(n));
+            for (float& v : values) v = normal(random);
+            const float expected = n == 0 ? -std::numeric_limits<float>::infinity() : *std::max_element(values.begin(), values.end());
+            QCOMPARE(lane_max(n, [&](int64_t j) { return values[static_cast<size_t>(j)]; }), expected);
+            if (n == 0) continue;
+            values[static_cast<size_t>(n / 2)] = std::numeric_limits<float>::infinity();
+            QCOMPARE(lane_max(n, [&](int64_t j) { return values[static_cast<size_t>(j)]; }), std::numeric_limits<float>::infinity());
+            std::fill(values.begin(), values.end(), -std::numeric_limits<float>::infinity());
+            QCOMPARE(lane_max(n, [&](int64_t j) { return values[static_cast<size_t>(j)]; }), -std::numeric_limits<float>::infinity());
+            std::fill(values.begin(), values.end(), 1.0f);
+            for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+                values[static_cast<size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
+                const float with_nan = lane_max(n, [&](int64_t j) { return values[static_cast<size_t>(j)]; });
+                QVERIFY2(std::isnan(with_nan), qPrintable(QString("n %1, NaN at %2: %3").arg(n).arg(at).arg(with_nan)));
+                values[static_cast<size_t>(at)] = 1.0f;
+            }
+        }
+    }
 
     void embedding_matches_torch() {
         const auto tokens = token_ids("embedding.tokens");
