@@ -199,7 +199,7 @@ void transpose_columns(float* dy, float* dy_t, int64_t out, int64_t rows, int64_
         if (rounds) round_to_16bit_serial(rounding, &value, 1);
         dy_t[o * rows + r] = value;
     };
-    int64_t r0 = 0;
+    int64_t rows_done = 0;  // rows every column in [first, end) has had transposed
 #if defined(__AVX512F__)
     const int64_t tiled_end = first + (end - first) / 16 * 16;
     const int64_t tiled_rows = rows / 16 * 16;
@@ -207,7 +207,7 @@ void transpose_columns(float* dy, float* dy_t, int64_t out, int64_t rows, int64_
     // sequential streams (rows in the outer loop scattered each tile's stores over every row of
     // dY^T, and took 2.7 times as long on the GPT benchmark's fp32 update).
     for (int64_t o = first; o < tiled_end; o += 16)
-        for (r0 = 0; r0 < tiled_rows; r0 += 16) {
+        for (int64_t r0 = 0; r0 < tiled_rows; r0 += 16) {
             __m512 tile[16];
             for (int i = 0; i < 16; ++i) {
                 float* row = dy + (r0 + i) * out + o;
@@ -224,10 +224,10 @@ void transpose_columns(float* dy, float* dy_t, int64_t out, int64_t rows, int64_
         }
     for (int64_t o = tiled_end; o < end; ++o)
         for (int64_t r = 0; r < tiled_rows; ++r) element(r, o);
-    r0 = tiled_rows;
+    rows_done = tiled_rows;
 #endif
     for (int64_t o = first; o < end; ++o)  // the rows left over
-        for (int64_t r = r0; r < rows; ++r) element(r, o);
+        for (int64_t r = rows_done; r < rows; ++r) element(r, o);
 }
 
 // Columns [first, end) of dY [rows x out] as rows of dY^T [out x rows], rounded to bf16 codes;

@@ -25,13 +25,14 @@ double ms_since(Clock::time_point start) { return std::chrono::duration<double, 
 }  // namespace
 
 PipelineRunner::PipelineRunner(ComputeEngine& engine, ProcessGroup& world, ProcessGroup& group, const ModelDesc& whole,
-                               PipelineSchedule schedule, int64_t step_size, bool gradients_sharded)
+                               PipelineSchedule schedule, int64_t step_size, int zero_stage)
     : engine_(engine),
       group_(group),
       whole_(whole),
       split_(split_into_stages(whole, group.size())),
       stage_(group.rank()),
       first_copy_(world.rank() < group.size()),  // copy 0: processes 0 .. P-1 (Trainer splits by rank / P)
+      state_sharded_(zero_stage >= 1 && world.size() > group.size()),
       model_(stage_model(whole, split_, group.rank())),
       schedule_(schedule) {
     together_ = last() && pipeline_in_flight(schedule, stages(), stage_, step_size) == 1;
@@ -45,7 +46,7 @@ PipelineRunner::PipelineRunner(ComputeEngine& engine, ProcessGroup& world, Proce
         for (const ParamDesc& p : stage_model(whole, split_, s).params) ++holders[p.name];
     for (size_t p = 0; p < model_.params.size(); ++p)
         if (holders[model_.params[p].name] > 1 && model_.params[p].trainable) shared_params_.push_back(static_cast<int>(p));
-    shared_group_ = (gradients_sharded ? world : group).split(shared_params_.empty() ? -1 : 0);
+    shared_group_ = (zero_stage >= 2 ? world : group).split(shared_params_.empty() ? -1 : 0);
 }
 
 PipelineRunner::~PipelineRunner() = default;
@@ -208,8 +209,8 @@ ModelWeights PipelineRunner::gather_weights() {
 }
 
 std::vector<NamedTensor> PipelineRunner::gather_checkpoint_tensors() {
-    if (!first_copy_) {  // joins its stage's ZeRO gather (optimizer_state), sends nothing
-        engine_.optimizer_state();
+    if (!first_copy_) {  // sends nothing; under ZeRO it joins its stage's gather of the state
+        if (state_sharded_) engine_.optimizer_state();
         return {};
     }
     ModelWeights weights = gather_weights();

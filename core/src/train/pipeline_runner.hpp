@@ -30,10 +30,10 @@ public:
 class PipelineRunner final : public TokenLogits {
 public:
     // `engine` runs stage group.rank() of `whole` cut into group.size() stages; `world` holds
-    // every copy of the pipeline. `gradients_sharded`: ZeRO-2 (each copy of a stage holds a part
-    // of its gradients).
+    // every copy of the pipeline. `zero_stage`: RunConfig::zero, by which the copies of a stage
+    // each hold a part of its optimizer state (1 and up) and of its gradients (2).
     PipelineRunner(ComputeEngine& engine, ProcessGroup& world, ProcessGroup& group, const ModelDesc& whole,
-                   PipelineSchedule schedule, int64_t step_size, bool gradients_sharded);
+                   PipelineSchedule schedule, int64_t step_size, int zero_stage);
     ~PipelineRunner();
     int stage() const { return stage_; }
     int stages() const { return split_.stages(); }
@@ -75,6 +75,7 @@ private:
     StageSplit split_;
     int stage_ = 0;
     bool first_copy_ = true;  // this process is in the pipeline copy whose first stage is process 0
+    bool state_sharded_ = false;  // ZeRO: reading the optimizer state is a collective of the copies
     ModelDesc model_;  // this stage's
     PipelineSchedule schedule_;
     bool together_ = false;  // the last stage runs each backward with its forward

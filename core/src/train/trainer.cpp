@@ -140,7 +140,7 @@ private:
         const ModelDesc whole = config_.pipeline_stages > 1 ? build_model(config_, *data_) : spec_.model;
         if (config_.pipeline_stages > 1) {
             pipeline_ = std::make_unique<PipelineRunner>(*engine_, group_, *pipeline_group_, whole, config_.pipeline_schedule,
-                                                         config_.step_size, config_.zero >= 2);
+                                                         config_.step_size, config_.zero);
             stage_report_.assign(static_cast<size_t>(4 * pipeline_->stages()), 0.0);
             stage_memory_.assign(static_cast<size_t>(2 * pipeline_->stages()), 0);
             stage_passes_.assign(static_cast<size_t>(pipeline_->stages() * kPassNumbers * 2 * config_.step_size), 0.0);
