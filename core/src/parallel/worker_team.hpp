@@ -4,8 +4,12 @@
 // off). It replaces OpenMP's runtime for two reasons: OpenMP spins busy-waiting by default,
 // which on a shared or busy 2-core machine (the desktop app's GUI thread, CI, a compile in the
 // background) made updates 10-25x slower, and libgomp allocates whenever a team changes size.
-// Here a waiting worker spins only briefly, then sleeps; a dispatch allocates nothing.
+// Here a waiting thread spins briefly, then sleeps; longer (yielding its core as it goes) only
+// while the machine has a core for every runnable thread (worker_team.cpp says why and what it
+// measured). A dispatch allocates nothing.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -51,6 +55,9 @@ private:
     Task task_ = nullptr;
     void* context_ = nullptr;
     bool stopping_ = false;
+    const int cores_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::atomic<bool> long_spin_{false};  // every runnable thread had a core at the last look
+    std::chrono::steady_clock::time_point next_load_check_{};  // the dispatcher's, under dispatch_mutex_
 };
 
 }  // namespace trainbench
