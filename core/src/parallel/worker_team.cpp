@@ -24,7 +24,7 @@ thread_local bool inside_task = false;
 // 0.1 ms or more apart. So while every runnable thread of the machine has a core, a waiting
 // thread spins for up to a millisecond, yielding every 128 pauses (2.4 microseconds on the Zen 5
 // measured) and going to sleep as soon as a yield comes back late (another thread wanted the
-// core). On 2 cores that took 5-10% off the MLP benchmark's updates and 0-6% off the GPT's.
+// core). On 2 cores that took 2-10% off the MLP benchmark's updates and 0-6% off the GPT's.
 // Where threads wait for a core (another process, the GUI, a compile, ctest -j), a spinning
 // member takes the core its own teammate waits for: with three other busy threads on the two
 // cores, a millisecond's spin made updates 2 to 2.5 times as slow. There it spins only briefly
