@@ -118,19 +118,18 @@ double model_rate(ProductKernel kernel, const Model& model, int threads, int rep
     }
     std::vector<char> scratchpads(size_t(std::max<int64_t>(1, scratchpad * threads)));
     OnednnProducts products(threads, scratchpads.data(), scratchpad);
+    // The operands as `kernel` reads them: bf16 codes or fp32.
+    auto x_of = [&](const Buffers& b) { return bf16 ? static_cast<const void*>(b.x16.data()) : b.x.data(); };
+    auto w_of = [&](const Buffers& b) { return bf16 ? static_cast<const void*>(b.w16.data()) : b.w.data(); };
     auto forward = [&](size_t i) {
         const Layer& l = model.layers[i];
         Buffers& b = buffers[i];
-        const void* x = bf16 ? static_cast<const void*>(b.x16.data()) : b.x.data();
-        const void* w = bf16 ? static_cast<const void*>(b.w16.data()) : b.w.data();
-        onednn_linear_forward(products, operands, x, w, b.bias.data(), b.y.data(), l.in, l.out, model.rows);
+        onednn_linear_forward(products, operands, x_of(b), w_of(b), b.bias.data(), b.y.data(), l.in, l.out, model.rows);
     };
     auto backward = [&](size_t i) {
         const Layer& l = model.layers[i];
         Buffers& b = buffers[i];
-        const void* x = bf16 ? static_cast<const void*>(b.x16.data()) : b.x.data();
-        const void* w = bf16 ? static_cast<const void*>(b.w16.data()) : b.w.data();
-        onednn_linear_backward(products, operands, x, w, b.dy.data(), b.dw.data(), b.db.data(),
+        onednn_linear_backward(products, operands, x_of(b), w_of(b), b.dy.data(), b.dw.data(), b.db.data(),
                                l.input_grad ? b.dx.data() : nullptr, l.in, l.out, model.rows, GradientWrite::overwrite,
                                b.scratch.data());
     };

@@ -511,8 +511,6 @@ private slots:
         WorkerTeam::shared().resize(1);
     }
 
-    // ---- Embedding -----------------------------------------------------------------------
-
     // The softmax's row maximum (lane_max): the largest term at every length, tails included,
     // -inf for none; infinities taken as values; NaN wherever a term is NaN.
     void row_maximum_is_the_largest_term_at_any_length() {
@@ -537,6 +535,8 @@ private slots:
             }
         }
     }
+
+    // ---- Embedding -----------------------------------------------------------------------
 
     void embedding_matches_torch() {
         const auto tokens = token_ids("embedding.tokens");

@@ -4,6 +4,7 @@
 // over doubles kept its partial sums on the stack between iterations (a LayerNorm backward at two
 // cycles an element), and a handful of lanes leaves the adds' latency in charge; with enough
 // lanes the loads set the pace. The order depends on Lanes and n only, never on the machine.
+// A row's maximum goes the same way (lane_max).
 #include <cstdint>
 #include <limits>
 
@@ -21,14 +22,13 @@ inline double lane_sum(int64_t n, Term term) {
     return sum;
 }
 
+// The larger of a and b; a NaN on either side wins.
+inline float larger_or_nan(float a, float b) { return a > b || a != a ? a : b; }
+
 // The largest of term(0) .. term(n - 1), -inf when n is 0, over Lanes running maxima in the same
 // way; NaN if any term is NaN. A max is exact, so the order cannot change it: the lanes only make
 // GCC vectorise it (an `omp simd reduction(max)` over a select stayed a scalar loop through the
 // stack, and the causal softmax's row maxima took 3% of a bf16 GPT update).
-inline float larger_or_nan(float a, float b) {
-    return a > b || a != a ? a : b;  // a NaN on either side wins
-}
-
 template <int Lanes = 16, class Term>
     requires(Lanes > 0 && (Lanes & (Lanes - 1)) == 0)
 inline float lane_max(int64_t n, Term term) {
