@@ -445,7 +445,8 @@ private slots:
 
     // bf16 runs with oneDNN's products: a batch element's heads as batched bf16 products over
     // 16-bit storage, against the fp64 reference from the same rounded operands (P and dS
-    // rounded), as the Eigen path is checked above; and the saved probabilities are P's codes.
+    // rounded), as the Eigen path is checked above; the saved probabilities are P's codes; and
+    // dqkv handed over as codes is dqkv rounded.
     void onednn_attention_matches_the_rounded_reference_data() {
         QTest::addColumn<int>("B");
         QTest::addColumn<int>("T");
@@ -508,6 +509,15 @@ private slots:
         qInfo("out %.3g, dqkv %.3g (the Eigen path's %.3g)", out_error, dqkv_error, eigen_dqkv_error);
         QVERIFY(out_error < 1.0 / 256);
         QVERIFY(dqkv_error < std::max(2e-5, 2 * eigen_dqkv_error));
+        // Handing dqkv to the qkv product as bf16 codes, in dqkv's own buffer: the codes of the
+        // values it writes otherwise.
+        std::vector<uint16_t> want_codes(dqkv.size());
+        store_16bit(p, dqkv.data(), want_codes.data(), int64_t(dqkv.size()));
+        Floats in_buffer = nans(int64_t(dqkv.size()));
+        auto* codes = reinterpret_cast<uint16_t*>(in_buffer.data());
+        attention_backward_onednn(products, dout_given.data(), qkv16.data(), att16.data(), in_buffer.data(), B, T, C,
+                                  n_head, scratch.data(), codes);
+        QVERIFY(std::equal(want_codes.begin(), want_codes.end(), codes));
         WorkerTeam::shared().resize(1);
     }
 

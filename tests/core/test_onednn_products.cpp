@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -258,6 +259,84 @@ private slots:
         for (double& v : want_db) v *= 2;
         QVERIFY(relative_error(dw, want_dw) < tolerance && relative_error(db, want_db) < tolerance);
         QVERIFY(relative_error(dx, want_dx) < tolerance);
+        WorkerTeam::shared().resize(1);
+    }
+
+    // A bf16 run's activation after a product rounds its input gradient straight into the codes
+    // the product's backward reads (dY's values never written): the bits of the activation's
+    // backward in place and the product's backward rounding dY itself. GELU saves its input,
+    // ReLU its output; shapes whose weight gradient transposes dY (two threads, fewer rows than
+    // inputs) cannot take codes and say so.
+    void activation_codes_give_the_bits_of_separate_passes_data() {
+        QTest::addColumn<int>("activation");
+        QTest::addColumn<int>("threads");
+        QTest::addColumn<int>("in");
+        QTest::addColumn<int>("out");
+        QTest::addColumn<int>("rows");
+        for (Activation kind : {Activation::gelu, Activation::relu})
+            for (int threads : {1, 2}) {
+                const std::string name = std::string(kind == Activation::gelu ? "gelu" : "relu") + "-" +
+                                         std::to_string(threads) + "t";
+                QTest::newRow((name + "-37x29x83").c_str()) << int(kind) << threads << 37 << 29 << 83;
+                // dY longer than the activation's blocks, with a tail
+                QTest::newRow((name + "-161x130x517").c_str()) << int(kind) << threads << 161 << 130 << 517;
+                QTest::newRow((name + "-transposed-300x130x163").c_str()) << int(kind) << threads << 300 << 130 << 163;
+            }
+    }
+    void activation_codes_give_the_bits_of_separate_passes() {
+        QFETCH(int, activation);
+        QFETCH(int, threads);
+        QFETCH(int, in);
+        QFETCH(int, out);
+        QFETCH(int, rows);
+        const auto kind = Activation(activation);
+        const auto type = MatmulOperands::bf16;
+        QString reason;
+        if (!native_bf16_or_skip_reason(type, &reason)) QSKIP(qPrintable(reason));
+        WorkerTeam::shared().resize(threads);
+        const int64_t n = rows * out;
+        const Operand x = operand(size_t(rows) * in, 1, type), w = operand(size_t(out) * in, 2, type);
+        // The tensor f' reads, stored in bf16: the product's output z (GELU) or the activation's.
+        std::vector<uint16_t> saved(static_cast<size_t>(n));
+        Floats z = random_values(static_cast<size_t>(n), 5, 3.0f), activated(static_cast<size_t>(n));
+        activation_forward(kind, z.data(), activated.data(), n);
+        store_16bit(Precision::bf16, (activation_needs_input(kind) ? z : activated).data(), saved.data(), n);
+        const Floats activation_grad = random_values(size_t(n), 6);
+        const int64_t scratchpad = onednn_linear_scratchpad_bytes(type, in, out, rows, true, true, threads);
+        std::vector<char> scratchpads(size_t(std::max<int64_t>(1, scratchpad * threads)));
+        OnednnProducts products(threads, scratchpads.data(), scratchpad);
+        Floats staging(static_cast<size_t>(n)), scratch(static_cast<size_t>(onednn_linear_scratch_floats(type, in, out, rows, threads)));
+
+        // Two passes: the activation's backward in place, the product's rounding dY itself.
+        Floats dy = activation_grad;
+        activation_backward_16bit(kind, Precision::bf16, saved.data(), staging.data(), dy.data(), n);
+        Floats dx(size_t(rows) * in), dw(size_t(out) * in), db(static_cast<size_t>(out));
+        onednn_linear_backward(products, type, x.data(type), w.data(type), dy.data(), dw.data(), db.data(), dx.data(),
+                               in, out, rows, GradientWrite::overwrite, scratch.data());
+
+        Floats given = activation_grad;
+        std::fill(scratch.begin(), scratch.end(), NAN);
+        if (!onednn_linear_takes_dy_codes(in, out, rows, true, true)) {
+            QVERIFY(threads > 1 && rows < in);
+            QVERIFY_THROWS_EXCEPTION(std::logic_error,
+                                     onednn_linear_backward(products, type, x.data(type), w.data(type), nullptr,
+                                                            dw.data(), db.data(), dx.data(), in, out, rows,
+                                                            GradientWrite::overwrite, scratch.data(), Precision::fp32,
+                                                            onednn_linear_dy_codes(scratch.data())));
+            WorkerTeam::shared().resize(1);
+            return;
+        }
+        activation_backward_16bit(kind, Precision::bf16, saved.data(), staging.data(), given.data(), n,
+                                  onednn_linear_dy_codes(scratch.data()));
+        QVERIFY(same_bits(given, activation_grad));  // only read
+        std::vector<uint16_t> want_codes(static_cast<size_t>(n));
+        store_16bit(Precision::bf16, dy.data(), want_codes.data(), n);
+        QVERIFY(std::equal(want_codes.begin(), want_codes.end(), onednn_linear_dy_codes(scratch.data())));
+        Floats dx_codes(dx.size(), NAN), dw_codes(dw.size(), NAN), db_codes(db.size(), NAN);
+        onednn_linear_backward(products, type, x.data(type), w.data(type), nullptr, dw_codes.data(), db_codes.data(),
+                               dx_codes.data(), in, out, rows, GradientWrite::overwrite, scratch.data(), Precision::fp32,
+                               onednn_linear_dy_codes(scratch.data()));
+        QVERIFY(same_bits(dx_codes, dx) && same_bits(dw_codes, dw) && same_bits(db_codes, db));
         WorkerTeam::shared().resize(1);
     }
 

@@ -61,14 +61,14 @@ void gelu_forward_range(const float* z, float* a, int64_t first, int64_t end) {
 }
 
 // d/dz [z Phi(z)] = Phi(z) + z phi(z), phi(z) = exp(-z^2 / 2) / sqrt(2 pi).
-void gelu_backward_range(const float* z, float* grad, int64_t first, int64_t end) {
+void gelu_backward_range(const float* z, const float* grad, float* result, int64_t first, int64_t end) {
     for (int64_t i = first; i < end; i += kLanes) {
         const int64_t count = std::min(kLanes, end - i);
         const Packet x = load(z + i, count);
         const Packet density = vec::pmul(vec::pset1<Packet>(kInvSqrt2Pi),
                                          vec::pexp(vec::pmul(vec::pset1<Packet>(-0.5f), vec::pmul(x, x))));
         const Packet slope = vec::padd(gelu_gate(x), vec::pmul(x, density));
-        store(grad + i, vec::pmul(load(grad + i, count), slope), count);
+        store(result + i, vec::pmul(load(grad + i, count), slope), count);
     }
 }
 
@@ -103,20 +103,22 @@ void forward_range(Activation kind, const float* z, float* a, int64_t first, int
     }
 }
 
-void backward_range(Activation kind, const float* z, const float* a, float* grad, int64_t first, int64_t end) {
+// result = grad f'(.) over [first, end); result may be grad itself.
+void backward_range(Activation kind, const float* z, const float* a, const float* grad, float* result, int64_t first,
+                    int64_t end) {
     switch (kind) {
         case Activation::relu:
 #pragma omp simd
-            for (int64_t i = first; i < end; ++i) grad[i] = a[i] > 0.0f ? grad[i] : 0.0f;
+            for (int64_t i = first; i < end; ++i) result[i] = a[i] > 0.0f ? grad[i] : 0.0f;
             break;
-        case Activation::gelu: gelu_backward_range(z, grad, first, end); break;
+        case Activation::gelu: gelu_backward_range(z, grad, result, first, end); break;
         case Activation::tanh:
 #pragma omp simd
-            for (int64_t i = first; i < end; ++i) grad[i] *= 1.0f - a[i] * a[i];
+            for (int64_t i = first; i < end; ++i) result[i] = grad[i] * (1.0f - a[i] * a[i]);
             break;
         case Activation::sigmoid:
 #pragma omp simd
-            for (int64_t i = first; i < end; ++i) grad[i] *= a[i] * (1.0f - a[i]);
+            for (int64_t i = first; i < end; ++i) result[i] = grad[i] * (a[i] * (1.0f - a[i]));
             break;
     }
 }
@@ -130,23 +132,38 @@ void activation_forward_serial(Activation kind, const float* z, float* a, int64_
 
 void activation_backward(Activation kind, const float* z, const float* a, float* grad, int64_t n) {
     parallel_range(n, element_work(kind),
-                   [&](int64_t first, int64_t end) { backward_range(kind, z, a, grad, first, end); });
+                   [&](int64_t first, int64_t end) { backward_range(kind, z, a, grad, grad, first, end); });
 }
 
 void activation_backward_16bit(Activation kind, Precision precision, const uint16_t* saved, float* staging, float* grad,
-                               int64_t n) {
+                               int64_t n, uint16_t* dy_codes) {
     // Blocks small enough that the widened values are still in cache when f' reads them, each
     // into the same place at the start of the thread's share of staging: widening block by
     // block across the whole of staging wrote fresh lines each time, and in an fp16 GPT update
     // those writes cost more than the conversions.
     constexpr int64_t kBlock = 4096;
+    constexpr int64_t kCodesPiece = 256;
     const bool from_input = activation_needs_input(kind);
     parallel_range(n, element_work(kind) + 2, [&](int64_t first, int64_t end) {
         float* widened = staging + first;
         for (int64_t block = first; block < end; block += kBlock) {
             const int64_t count = std::min(end, block + kBlock) - block;
             load_16bit_serial(precision, saved + block, widened, count);
-            backward_range(kind, from_input ? widened : nullptr, from_input ? nullptr : widened, grad + block, 0, count);
+            if (!dy_codes) {
+                backward_range(kind, from_input ? widened : nullptr, from_input ? nullptr : widened, grad + block,
+                               grad + block, 0, count);
+                continue;
+            }
+            // The gradient a piece at a time onto the stack, rounded from there: the same values as
+            // in place, and the fp32 gradient is never written to memory.
+            for (int64_t piece = 0; piece < count; piece += kCodesPiece) {
+                const int64_t length = std::min(kCodesPiece, count - piece);
+                alignas(64) float g[kCodesPiece];
+                const float* f = widened + piece;
+                backward_range(kind, from_input ? f : nullptr, from_input ? nullptr : f, grad + block + piece, g, 0,
+                               length);
+                store_16bit_serial(Precision::bf16, g, dy_codes + block + piece, length);
+            }
         }
     });
 }

@@ -17,8 +17,10 @@ void activation_backward(Activation kind, const float* z, const float* a, float*
 // The same with the saved tensor f' reads (z for GELU, a for the others) in 16-bit storage,
 // widened a cache-sized block at a time just before it is read, into the start of each
 // thread's share of `staging` ([n] floats).
+// With dy_codes given, grad is only read: the input's gradient goes to dy_codes instead, as the
+// bf16 codes the product before the activation reads it as (onednn_linear_takes_dy_codes).
 void activation_backward_16bit(Activation kind, Precision precision, const uint16_t* saved, float* staging, float* grad,
-                               int64_t n);
+                               int64_t n, uint16_t* dy_codes = nullptr);
 
 // Whether the backward pass needs the pre-activation z saved besides the output a.
 inline bool activation_needs_input(Activation kind) { return kind == Activation::gelu; }

@@ -492,12 +492,23 @@ void gather_heads(const uint16_t* qkv, int64_t b, int64_t T, int64_t C, int64_t 
     }
 }
 
-// A dense [n_head x T x hs] fp32 result into its part of dqkv (offset 0, C or 2C in each row).
-void scatter_heads(const float* result, float* dqkv, int64_t offset, int64_t b, int64_t T, int64_t C, int64_t n_head) {
+// A dense [n_head x T x hs] fp32 result into its part of dqkv (offset 0, C or 2C in each row):
+// its values, or where codes is given their bf16 codes there instead.
+void scatter_heads(const float* result, float* dqkv, uint16_t* codes, int64_t offset, int64_t b, int64_t T, int64_t C,
+                   int64_t n_head) {
     const int64_t hs = C / n_head;
     for (int64_t t = 0; t < T; ++t)
-        for (int64_t h = 0; h < n_head; ++h)
-            copy_row(result + (h * T + t) * hs, dqkv + (b * T + t) * 3 * C + offset + h * hs, hs);
+        for (int64_t h = 0; h < n_head; ++h) {
+            const int64_t at = (b * T + t) * 3 * C + offset + h * hs;
+            const float* from = result + (h * T + t) * hs;
+            if (!codes) {
+                copy_row(from, dqkv + at, hs);
+                continue;
+            }
+            uint16_t* to = codes + at;  // a loop of its own, as copy_row: a call per row cost more
+#pragma omp simd
+            for (int64_t i = 0; i < hs; ++i) to[i] = float_to_bf16(from[i]);
+        }
 }
 
 }  // namespace
@@ -555,7 +566,8 @@ void attention_forward_onednn(OnednnProducts& products, const uint16_t* qkv, uin
 }
 
 void attention_backward_onednn(OnednnProducts& products, const float* dout, const uint16_t* qkv, const uint16_t* att,
-                               float* dqkv, int64_t B, int64_t T, int64_t C, int64_t n_head, float* scratch) {
+                               float* dqkv, int64_t B, int64_t T, int64_t C, int64_t n_head, float* scratch,
+                               uint16_t* dqkv_codes) {
     const HeadShape shape = head_shape(T, C, n_head, Precision::bf16);
     const AttentionProducts p = attention_products(T, C, n_head);
     const int64_t hs = shape.hs;
@@ -577,11 +589,11 @@ void attention_backward_onednn(OnednnProducts& products, const float* dout, cons
                 std::fill(s.codes + row * T + keys, s.codes + (row + 1) * T, uint16_t{0});
             }
             products.run(p.grad_values, member, probabilities, s.dy, nullptr, s.result);
-            scatter_heads(s.result, dqkv, 2 * C, b, T, C, n_head);
+            scatter_heads(s.result, dqkv, dqkv_codes, 2 * C, b, T, C, n_head);
             products.run(p.grad_queries, member, s.codes, s.k, nullptr, s.result);
-            scatter_heads(s.result, dqkv, 0, b, T, C, n_head);
+            scatter_heads(s.result, dqkv, dqkv_codes, 0, b, T, C, n_head);
             products.run(p.grad_keys, member, s.codes, s.q, nullptr, s.result);
-            scatter_heads(s.result, dqkv, C, b, T, C, n_head);
+            scatter_heads(s.result, dqkv, dqkv_codes, C, b, T, C, n_head);
         }
     });
 }

@@ -61,8 +61,12 @@ int64_t attention_onednn_scratchpad_bytes(int64_t T, int64_t C, int64_t n_head);
 void attention_onednn_prepare(OnednnProducts& products, int64_t T, int64_t C, int64_t n_head);
 void attention_forward_onednn(OnednnProducts& products, const uint16_t* qkv, uint16_t* out, uint16_t* att, int64_t B,
                               int64_t T, int64_t C, int64_t n_head, float* scratch);
+// With dqkv_codes given, dqkv is not written: its bf16 codes go there instead, for the product
+// that made qkv (onednn_linear_backward's dy_codes). dqkv's own buffer may hold them, as the
+// backward only ever writes it.
 void attention_backward_onednn(OnednnProducts& products, const float* dout, const uint16_t* qkv, const uint16_t* att,
-                               float* dqkv, int64_t B, int64_t T, int64_t C, int64_t n_head, float* scratch);
+                               float* dqkv, int64_t B, int64_t T, int64_t C, int64_t n_head, float* scratch,
+                               uint16_t* dqkv_codes = nullptr);
 
 // --fused off: the same results (up to float rounding) computed as eager PyTorch computes
 // nanoGPT's attention, each op one pass over all of att before the next: the scores q k^T, the

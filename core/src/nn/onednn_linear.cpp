@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "parallel/parallel_range.hpp"
 #include "precision/half_float.hpp"
@@ -309,7 +310,7 @@ void backward_f32(OnednnProducts& products, const float* x, const float* w, floa
 void backward_bf16_transposed(OnednnProducts& products, const uint16_t* x, const uint16_t* w, const float* dy,
                               float* grad_weight, float* grad_bias, float* grad_input, int64_t in, int64_t out,
                               int64_t rows, GradientWrite write, float* scratch, int members) {
-    auto* dy16 = reinterpret_cast<uint16_t*>(scratch);
+    uint16_t* dy16 = onednn_linear_dy_codes(scratch);
     auto* dy_t16 = reinterpret_cast<uint16_t*>(scratch + codes_floats(out, rows));
     const MatmulShape weight_grad = linear_weight_grad_shape(MatmulOperands::bf16, in, out, rows, write);
     const MatmulShape input_grad = linear_input_grad_shape(MatmulOperands::bf16, in, out, rows);
@@ -342,13 +343,16 @@ void backward_bf16_transposed(OnednnProducts& products, const uint16_t* x, const
 // member only reads the rows it rounded.
 void backward_bf16(OnednnProducts& products, const uint16_t* x, const uint16_t* w, const float* dy, float* grad_weight,
                    float* grad_bias, float* grad_input, int64_t in, int64_t out, int64_t rows, GradientWrite write,
-                   float* scratch) {
+                   float* scratch, const uint16_t* dy_codes) {
     const int64_t work = backward_work(in, out, rows, grad_weight != nullptr, grad_input != nullptr);
     const int members = members_for(work);
-    if (grad_weight && weight_grad_transposes_codes(in, rows, members))
+    if (grad_weight && weight_grad_transposes_codes(in, rows, members)) {
+        if (dy_codes) throw std::logic_error("onednn_linear_backward: this shape transposes dY, so it needs dY's values");
         return backward_bf16_transposed(products, x, w, dy, grad_weight, grad_bias, grad_input, in, out, rows, write,
                                         scratch, members);
-    auto* dy16 = reinterpret_cast<uint16_t*>(scratch);
+    }
+    uint16_t* rounded = onednn_linear_dy_codes(scratch);
+    const uint16_t* dy16 = dy_codes ? dy_codes : rounded;
     float* partials = scratch + codes_floats(out, rows);
     const int64_t partial = partial_floats(in, out);
     const MatmulShape input_grad = linear_input_grad_shape(MatmulOperands::bf16, in, out, rows);
@@ -358,7 +362,7 @@ void backward_bf16(OnednnProducts& products, const uint16_t* x, const uint16_t* 
     auto slice = [&](int member, int count) {
         const int64_t r0 = slice_row_begin(rows, member, count), r1 = slice_row_begin(rows, member + 1, count);
         if (r1 == r0) return;
-        store_16bit_serial(Precision::bf16, dy + r0 * out, dy16 + r0 * out, (r1 - r0) * out);
+        if (!dy_codes) store_16bit_serial(Precision::bf16, dy + r0 * out, rounded + r0 * out, (r1 - r0) * out);
         if (grad_weight) {
             float* dw = member == 0 ? grad_weight : partials + member * partial;
             const GradientWrite part_write = member == 0 ? write : GradientWrite::overwrite;
@@ -401,15 +405,25 @@ void backward_bf16(OnednnProducts& products, const uint16_t* x, const uint16_t* 
 
 }  // namespace
 
+bool onednn_linear_takes_dy_codes(int64_t in, int64_t out, int64_t rows, bool weight_grad, bool input_grad) {
+    const int members = members_for(backward_work(in, out, rows, weight_grad, input_grad));
+    return !(weight_grad && weight_grad_transposes_codes(in, rows, members));
+}
+
+uint16_t* onednn_linear_dy_codes(float* scratch) { return reinterpret_cast<uint16_t*>(scratch); }
+
 void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
                             float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
-                            int64_t out, int64_t rows, GradientWrite write, float* scratch, Precision rounding) {
+                            int64_t out, int64_t rows, GradientWrite write, float* scratch, Precision rounding,
+                            const uint16_t* dy_codes) {
+    if (dy_codes && operands == MatmulOperands::f32)
+        throw std::logic_error("onednn_linear_backward: fp32 operands take dY's values, not bf16 codes");
     if (operands == MatmulOperands::f32)
         backward_f32(products, static_cast<const float*>(x), static_cast<const float*>(w), dy, grad_weight, grad_bias,
                      grad_input, in, out, rows, write, scratch, rounding);
     else
         backward_bf16(products, static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(w), dy, grad_weight,
-                      grad_bias, grad_input, in, out, rows, write, scratch);
+                      grad_bias, grad_input, in, out, rows, write, scratch, dy_codes);
 }
 
 }  // namespace trainbench

@@ -63,9 +63,19 @@ int64_t onednn_linear_scratch_floats(MatmulOperands operands, int64_t in, int64_
 //   and computing its rows of dX and a partial dW and db from them; a dense part of dY's rows
 //   read as a transposed view is what the AMX kernels take, so nothing is transposed. The
 //   partial sums are added in member order at the end.
+// - dy_codes, where given (bf16 operands, onednn_linear_takes_dy_codes): dY already rounded into
+//   bf16 codes, [rows x out]; dy is not read then.
 void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,
                             float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
                             int64_t out, int64_t rows, GradientWrite write, float* scratch,
-                            Precision rounding = Precision::fp32);
+                            Precision rounding = Precision::fp32, const uint16_t* dy_codes = nullptr);
+// Whether a bf16 backward of this shape reads dY only as codes (split by dY's rows, not
+// transposed), so that the op that computes dY can round it into codes as it goes and hand
+// them over as dy_codes: one pass over dY where writing its fp32 values and reading them back
+// to round them took two.
+bool onednn_linear_takes_dy_codes(int64_t in, int64_t out, int64_t rows, bool weight_grad, bool input_grad);
+// The place in scratch where the backward rounds dY into codes itself: a producer may write
+// them there (and pass it as dy_codes) when it needs no scratch of its own meanwhile.
+uint16_t* onednn_linear_dy_codes(float* scratch);
 
 }  // namespace trainbench

@@ -586,6 +586,34 @@ private:
     bool widens_rows(const OpDesc& op) const {
         return plan_.sixteen_bit() && !bf16_products() && op.kind == OpKind::linear && plan_.stored_16bit(op.inputs[0]);
     }
+    // A bf16 run's op a (an activation with a 16-bit saved tensor, or attention in oneDNN) whose
+    // input the oneDNN linear op before it made: a's backward rounds that input's gradient
+    // straight into the codes the product's backward reads (onednn_linear_takes_dy_codes), so
+    // dY's fp32 values are neither written nor read back. Returns where the codes go, or null
+    // where a hands none over: the activation writes them in the product's scratch (it needs
+    // none of its own), attention in the gradient's own buffer (which it only writes; the
+    // scratch holds its heads). Only where the walk runs the product's backward right after
+    // a's: in the same checkpoint segment, no rebuild between them reuses the buffers.
+    uint16_t* handed_dy_codes(int a, int64_t n) const {
+        if (!bf16_products() || a < 1 || a >= static_cast<int>(plan_.model.ops.size())) return nullptr;
+        const OpDesc& op = plan_.model.ops[static_cast<size_t>(a)];
+        const int o = a - 1;
+        const OpDesc& product = plan_.model.ops[static_cast<size_t>(o)];
+        if (product.kind != OpKind::linear || !plan_.packed[static_cast<size_t>(o)].onednn || op.inputs.empty() ||
+            product.outputs[0] != op.inputs[0] || product.segment != op.segment)
+            return nullptr;
+        const auto& shape = plan_.model.params[static_cast<size_t>(product.params[0])].shape;
+        if (!onednn_linear_takes_dy_codes(shape[1], shape[0], plan_.rows(product, n), param_grad(product.params[0]) != nullptr,
+                                          grad(product.inputs[0]) != nullptr))
+            return nullptr;
+        if (op.kind == OpKind::activation) {
+            const int saved = activation_needs_input(op.activation) ? op.inputs[0] : op.outputs[0];
+            return plan_.stored_16bit(saved) ? onednn_linear_dy_codes(buffers_.kernel_scratch) : nullptr;
+        }
+        if (op.kind == OpKind::attention && attention_in_storage(op) && plan_.attention_in_onednn())
+            return reinterpret_cast<uint16_t*>(grad(op.inputs[0]));
+        return nullptr;
+    }
     // An attention op's width C (its output's features per position).
     int64_t attention_width(const OpDesc& op) const {
         return plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
@@ -871,7 +899,7 @@ private:
                 if (p.onednn) {
                     onednn_linear_backward(*onednn_, onednn_operands(), onednn_input(op, n), onednn_weight(op, p), dout,
                                            param_grad(op.params[0]), dbias, dinput, in, out, rows, param_write(o, 0),
-                                           buffers_.kernel_scratch, plan_.precision);
+                                           buffers_.kernel_scratch, plan_.precision, handed_dy_codes(o + 1, n));
                     return;
                 }
                 const float* x = input(op, 0, n);
@@ -918,7 +946,7 @@ private:
                 if (plan_.stored_16bit(saved)) {  // widened a block at a time as f' reads it
                     activation_backward_16bit(op.activation, plan_.precision, tensor_16bit(saved),
                                               from_input ? buffers_.input_staging[0] : buffers_.output_staging[0], g,
-                                              elements(op.outputs[0], n));
+                                              elements(op.outputs[0], n), handed_dy_codes(o, n));
                     return;
                 }
                 activation_backward(op.activation, from_input ? input(op, 0, n) : nullptr,
@@ -955,7 +983,8 @@ private:
                 if (plan_.sixteen_bit() && !in_onednn) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 if (in_onednn)
                     attention_backward_onednn(*onednn_, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
-                                              grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch);
+                                              grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch,
+                                              handed_dy_codes(o, n));
                 else if (attention_in_storage(op))
                     attention_backward_16bit(plan_.precision, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
                                              grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch);
