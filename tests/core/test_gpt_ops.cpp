@@ -24,6 +24,7 @@
 #include "nn/layernorm.hpp"
 #include "nn/loss.hpp"
 #include "nn/onednn_matmul.hpp"
+#include "nn/vector_exp.hpp"
 #include "parallel/worker_team.hpp"
 #include "precision/half_float.hpp"
 #include "precision/lane_sum.hpp"
@@ -519,6 +520,82 @@ private slots:
                                   n_head, scratch.data(), codes);
         QVERIFY(std::equal(want_codes.begin(), want_codes.end(), codes));
         WorkerTeam::shared().resize(1);
+    }
+
+    // The softmax's exponential (nn/vector_exp.hpp): within 2 ulp of e^x wherever that is a normal
+    // float, 0 below, +inf above, NaN for NaN. Its AVX-512 form is pinned bit for bit to the
+    // algorithm with its fused multiply-adds spelled out (the scalar form's bits follow the
+    // compiler's fusing, which the sanitizer builds' -O1 may not do).
+    void softmax_exponential_is_expf_within_two_ulp() {
+        constexpr float lowest = -87.3365478515625f, highest = 88.72283172607422f;
+        auto reference = [&](float x) {
+            const float clamped = std::min(std::max(x, lowest), highest);
+            const float n = std::trunc(std::fmaf(clamped, 1.44269504088896341f, clamped < 0 ? -0.5f : 0.5f));
+            const float r = std::fmaf(n, 2.12194440e-4f, std::fmaf(-n, 0.693359375f, clamped));
+            float p = std::fmaf(1.9875691500e-4f, r, 1.3981999507e-3f);
+            for (float c : {8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) p = std::fmaf(p, r, c);
+            p = std::fmaf(p * r, r, r) + 1.0f;
+            const int32_t exponent = static_cast<int32_t>(n);
+            const uint32_t bits = static_cast<uint32_t>(std::min(exponent, 127) + 127) << 23;
+            float scale;
+            std::memcpy(&scale, &bits, sizeof scale);
+            float result = p * scale;
+            if (exponent > 127) result = result * 2.0f;
+            if (x < lowest) return 0.0f;
+            if (x > highest) return std::numeric_limits<float>::infinity();
+            return x != x ? x : result;
+        };
+        auto ulps = [](float a, double exact) {
+            const float rounded = static_cast<float>(exact);
+            int32_t ia, ib;
+            std::memcpy(&ia, &a, 4);
+            std::memcpy(&ib, &rounded, 4);
+            return std::abs(int64_t{ia} - ib);
+        };
+        std::vector<float> inputs;
+        for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+            float x;
+            const uint32_t bits = static_cast<uint32_t>(u);
+            std::memcpy(&x, &bits, 4);
+            inputs.push_back(x);
+        }
+        for (float x : {0.0f, -0.0f, lowest, highest, std::nextafter(lowest, -100.0f), std::nextafter(highest, 100.0f),
+                        std::nextafter(lowest, 0.0f), std::nextafter(highest, 0.0f), 88.5f, -87.0f, 0.5f, -0.5f,
+                        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN()})
+            inputs.push_back(x);
+        while (inputs.size() % 16 != 0) inputs.push_back(1.0f);
+        int64_t worst = 0;
+        for (float x : inputs) {
+            const float scalar = exp_vectorizable(x), pinned = reference(x);
+            if (x != x) {
+                QVERIFY(scalar != scalar && pinned != pinned);
+                continue;
+            }
+            if (x < lowest) QCOMPARE(scalar, 0.0f);
+            else if (x > highest) QCOMPARE(scalar, std::numeric_limits<float>::infinity());
+            else {
+                const double exact = std::exp(static_cast<double>(x));
+                worst = std::max({worst, ulps(scalar, exact), ulps(pinned, exact)});
+            }
+        }
+        qInfo("%zu inputs, worst %lld ulp", inputs.size(), static_cast<long long>(worst));
+        QVERIFY(worst <= 2);
+#if defined(__AVX512F__)
+        for (size_t i = 0; i < inputs.size(); i += 16) {
+            alignas(64) float vector[16];
+            _mm512_store_ps(vector, exp_vectorizable(_mm512_loadu_ps(inputs.data() + i)));
+            for (size_t k = 0; k < 16; ++k) {
+                const float want = reference(inputs[i + k]);
+                if (std::memcmp(&vector[k], &want, 4) != 0)
+                    QFAIL(qPrintable(QString("e^%1: the AVX-512 form gives %2, the reference %3")
+                                         .arg(double(inputs[i + k]), 0, 'g', 9).arg(double(vector[k]), 0, 'g', 9)
+                                         .arg(double(want), 0, 'g', 9)));
+            }
+        }
+#else
+        qInfo("built without AVX-512: its form of the exponential is not compiled, only the scalar one checked");
+#endif
     }
 
     // The softmax's row maximum (lane_max): the largest term at every length, tails included,

@@ -47,8 +47,14 @@ HeadShape head_shape(int64_t T, int64_t C, int64_t n_head, Precision products) {
 // a[j] = e^(a[j] - max_score) for j < n: the softmax's exponentials, vectorised
 // (nn/vector_exp.hpp).
 void exponentials(float* a, int64_t n, float max_score) {
+    int64_t done = 0;
+#if defined(__AVX512F__)
+    const __m512 shift = _mm512_set1_ps(max_score);
+    for (; done + 16 <= n; done += 16)
+        _mm512_storeu_ps(a + done, exp_vectorizable(_mm512_sub_ps(_mm512_loadu_ps(a + done), shift)));
+#endif
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) a[j] = exp_vectorizable(a[j] - max_score);
+    for (int64_t j = done; j < n; ++j) a[j] = exp_vectorizable(a[j] - max_score);
 }
 
 // The sum of a[0 .. n) in double.

@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace trainbench {
 
 inline float exp_vectorizable(float x) {
@@ -35,5 +39,38 @@ inline float exp_vectorizable(float x) {
     result = x > kHighest ? __builtin_inff() : result;
     return x != x ? x : result;  // NaN stays NaN
 }
+
+#if defined(__AVX512F__)
+// The same on sixteen lanes, written out: the same operations, fused where GCC fuses the scalar
+// form's, so the same bits (all 2^32 inputs compared with the vectorised scalar form when this
+// was written; test_gpt_ops pins it against a reference with the fusions spelled out). GCC's
+// vectorisation of the scalar form spent most of its instructions on the clamps' and the
+// rounding's selects, and took 1.9 times as long: max/min clamp here (a NaN lane's result is
+// replaced at the end), and the rounding's +-0.5 is picked before one FMA.
+inline __m512 exp_vectorizable(__m512 x) {
+    const __m512 lowest = _mm512_set1_ps(-87.3365478515625f), highest = _mm512_set1_ps(88.72283172607422f);
+    const __m512 clamped = _mm512_min_ps(_mm512_max_ps(x, lowest), highest);
+    const __mmask16 negative = _mm512_cmp_ps_mask(clamped, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 half = _mm512_mask_blend_ps(negative, _mm512_set1_ps(0.5f), _mm512_set1_ps(-0.5f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(clamped, _mm512_set1_ps(1.44269504088896341f), half),
+                                          _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+    const __m512i exponent = _mm512_cvttps_epi32(n);
+    const __m512i limit = _mm512_set1_epi32(127);
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_min_epi32(exponent, limit), limit), 23);
+    __m512 result = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+    result = _mm512_mask_mul_ps(result, _mm512_cmpgt_epi32_mask(exponent, limit), result, _mm512_set1_ps(2.0f));
+    result = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lowest, _CMP_LT_OQ), result, _mm512_setzero_ps());
+    result = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, highest, _CMP_GT_OQ), result, _mm512_set1_ps(__builtin_inff()));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), result, x);
+}
+#endif
 
 }  // namespace trainbench
