@@ -17,7 +17,10 @@ namespace trainbench {
 inline float exp_vectorizable(float x) {
     constexpr float kLowest = -87.3365478515625f;  // e^x below this is not a normal float
     constexpr float kHighest = 88.72283172607422f;  // e^x above this overflows
-    const float clamped = x < kLowest ? kLowest : (x > kHighest ? kHighest : x);
+    // NaN clamps to kLowest: converting NaN to an integer below is undefined (UBSan reports it),
+    // and its result is replaced by the NaN at the end anyway.
+    const float above = x > kLowest ? x : kLowest;
+    const float clamped = above < kHighest ? above : kHighest;
     // n = round(x / ln 2); r = x - n ln 2 in two parts, so r keeps its low bits.
     const float n = static_cast<float>(static_cast<int32_t>(clamped * 1.44269504088896341f + (clamped < 0 ? -0.5f : 0.5f)));
     const float r = (clamped - n * 0.693359375f) - n * -2.12194440e-4f;
