@@ -21,6 +21,7 @@
 #include "nn/attention.hpp"
 #include "nn/layernorm.hpp"
 #include "nn/loss.hpp"
+#include "nn/onednn_matmul.hpp"
 #include "nn/packed_weights.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/worker_team.hpp"
@@ -144,9 +145,10 @@ Run train(const ModelDesc& model, Precision precision, bool checkpointing, bool 
 }
 
 GraphPlan plan(const ModelDesc& model, bool fused, bool checkpointing = false, Precision precision = Precision::fp32,
-               OptimizerConfig optimizer = {}) {
+               OptimizerConfig optimizer = {}, ProductKernel products = ProductKernel::eigen) {
     return make_graph_plan(model, 4,
-                           {.threads = 2, .optimizer = optimizer, .checkpointing = checkpointing, .precision = precision, .fused = fused});
+                           {.threads = 2, .optimizer = optimizer, .checkpointing = checkpointing, .precision = precision,
+                            .fused = fused, .products = products});
 }
 
 int op_index(const ModelDesc& model, OpKind kind, const std::string& output_name) {
@@ -439,6 +441,43 @@ private slots:
             const MemoryTraffic f = count_memory_traffic(plan(model, true), {});
             const MemoryTraffic e = count_memory_traffic(plan(model, false), {});
             QVERIFY2(f.per_update(2) < e.per_update(2), qPrintable(name));
+        }
+    }
+
+    // bf16 products in oneDNN: the GELU and attention round their input's gradient into the codes
+    // the product before them reads (GraphPlan::hands_dy_codes, what the engine does), so the
+    // count drops the product's rounding pass and writes those gradients at half the size.
+    void the_plan_counts_the_gradients_handed_over_as_codes() {
+        if (!onednn_has_native_bf16())
+            QSKIP("this CPU has neither AMX nor AVX512_BF16: bf16 runs multiply in Eigen and hand nothing over");
+        const GptShape shape = small_gpt();
+        const ModelDesc gpt = build_gpt(shape);
+        for (const bool fused : {true, false}) {
+            const GraphPlan onednn = plan(gpt, fused, false, Precision::bf16, {}, ProductKernel::onednn_bf16);
+            const GraphPlan eigen = plan(gpt, fused, false, Precision::bf16, {}, ProductKernel::eigen);
+            QVERIFY(onednn.products == ProductKernel::onednn_bf16);
+            int handing = 0;
+            for (size_t a = 0; a < gpt.ops.size(); ++a) {
+                const OpDesc& op = gpt.ops[a];
+                const bool expected = (op.kind == OpKind::activation) || (op.kind == OpKind::attention && fused);
+                QCOMPARE(onednn.hands_dy_codes(int(a), onednn.micro_batch), expected);
+                QVERIFY(!eigen.hands_dy_codes(int(a), eigen.micro_batch));
+                handing += expected ? 1 : 0;
+            }
+            QCOMPARE(handing, shape.n_layer * (fused ? 2 : 1));
+            // Per block: the fc product's rounding pass (read and write of its dY) and half of
+            // GELU's write of it; with attention in oneDNN the same for the qkv product and dqkv.
+            const int64_t samples = 4, T = shape.block_size, C = shape.n_embd;
+            const int64_t fc = samples * T * 4 * C * 4, qkv = samples * T * 3 * C * 4;
+            const int64_t saved = shape.n_layer * (2 * fc + fc / 2 + (fused ? 2 * qkv + qkv / 2 : 0));
+            const MemoryTraffic with = count_memory_traffic(onednn, {}), without = count_memory_traffic(eigen, {});
+            QCOMPARE(without.backward - with.backward, saved);
+            QCOMPARE(with.forward, without.forward);
+        }
+        // Nothing is handed over in fp16 or fp32 runs.
+        for (const Precision precision : {Precision::fp16, Precision::fp32}) {
+            const GraphPlan p = plan(gpt, true, false, precision, {}, ProductKernel::onednn_f32);
+            for (size_t a = 0; a < gpt.ops.size(); ++a) QVERIFY(!p.hands_dy_codes(int(a), p.micro_batch));
         }
     }
 };

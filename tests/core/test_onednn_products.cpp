@@ -316,7 +316,7 @@ private slots:
 
         Floats given = activation_grad;
         std::fill(scratch.begin(), scratch.end(), NAN);
-        if (!onednn_linear_takes_dy_codes(in, out, rows, true, true)) {
+        if (!onednn_linear_takes_dy_codes(in, out, rows, true, true, threads)) {
             QVERIFY(threads > 1 && rows < in);
             QVERIFY_THROWS_EXCEPTION(std::logic_error,
                                      onednn_linear_backward(products, type, x.data(type), w.data(type), nullptr,

@@ -405,8 +405,8 @@ void backward_bf16(OnednnProducts& products, const uint16_t* x, const uint16_t* 
 
 }  // namespace
 
-bool onednn_linear_takes_dy_codes(int64_t in, int64_t out, int64_t rows, bool weight_grad, bool input_grad) {
-    const int members = members_for(backward_work(in, out, rows, weight_grad, input_grad));
+bool onednn_linear_takes_dy_codes(int64_t in, int64_t out, int64_t rows, bool weight_grad, bool input_grad, int threads) {
+    const int members = members_for(backward_work(in, out, rows, weight_grad, input_grad), threads);
     return !(weight_grad && weight_grad_transposes_codes(in, rows, members));
 }
 

@@ -30,11 +30,12 @@ void parallel_range(int64_t n, int64_t work_per_item, Body body) {
         &context);
 }
 
-// How many members parallel_members runs `total_work` on: the shared team's, or 1.
-inline int members_for(int64_t total_work) {
-    const int members = WorkerTeam::shared().members();
-    return members <= 1 || total_work < kMinParallelWork ? 1 : members;
+// How many members parallel_members runs `total_work` on with a team of `team_members`: all, or 1.
+inline int members_for(int64_t total_work, int team_members) {
+    return team_members <= 1 || total_work < kMinParallelWork ? 1 : team_members;
 }
+// ... with the shared team.
+inline int members_for(int64_t total_work) { return members_for(total_work, WorkerTeam::shared().members()); }
 
 // Runs body(member, members) once per member of the shared WorkerTeam (or body(0, 1) on the
 // calling thread when `total_work` is too small), for work split in more than one way.

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "memory/tracking_arena.hpp"
+#include "nn/activation.hpp"
 #include "nn/attention.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/layernorm.hpp"
@@ -628,6 +629,28 @@ ConvShape conv_shape(const ModelDesc& model, const OpDesc& op) {
     const auto& weight = model.params[static_cast<size_t>(op.params[0])].shape;
     return ConvShape{.in_channels = weight[1], .out_channels = weight[0], .height = op.height, .width = op.width,
                      .kernel = weight[2]};
+}
+
+bool GraphPlan::attention_in_storage(const OpDesc& op) const {
+    return fused && sixteen_bit() && stored_16bit(op.inputs[0]) && stored_16bit(op.outputs[0]) &&
+           stored_16bit(op.outputs[1]);
+}
+
+bool GraphPlan::hands_dy_codes(int a, int64_t samples) const {
+    if (products != ProductKernel::onednn_bf16 || a < 1 || a >= static_cast<int>(model.ops.size())) return false;
+    const OpDesc& op = model.ops[static_cast<size_t>(a)];
+    const int o = a - 1;
+    const OpDesc& product = model.ops[static_cast<size_t>(o)];
+    if (product.kind != OpKind::linear || !packed[static_cast<size_t>(o)].onednn || op.inputs.empty() ||
+        product.outputs[0] != op.inputs[0] || product.segment != op.segment)
+        return false;
+    const ParamDesc& weight = model.params[static_cast<size_t>(product.params[0])];
+    if (!onednn_linear_takes_dy_codes(weight.shape[1], weight.shape[0], rows(product, samples), weight.trainable,
+                                      grad_offset[static_cast<size_t>(product.inputs[0])] >= 0, threads))
+        return false;
+    if (op.kind == OpKind::activation)
+        return stored_16bit(activation_needs_input(op.activation) ? op.inputs[0] : op.outputs[0]);
+    return op.kind == OpKind::attention && attention_in_storage(op) && attention_in_onednn();
 }
 
 BytesByCategory GraphPlan::planned_bytes() const {

@@ -224,6 +224,15 @@ struct GraphPlan {
     // Fused attention in a bf16 run whose products run in oneDNN multiplies in oneDNN too
     // (attention_forward_onednn); otherwise in Eigen.
     bool attention_in_onednn() const { return fused && products == ProductKernel::onednn_bf16; }
+    // --fused on in a 16-bit run: attention reads and writes its 16-bit tensors itself
+    // (attention_forward_16bit, or attention_forward_onednn), as the planner's stagings assume.
+    bool attention_in_storage(const OpDesc& op) const;
+    // Whether op a's backward rounds its input gradient straight into the bf16 codes the linear
+    // op before it (a - 1) reads as dY (onednn_linear_takes_dy_codes), at `samples` samples: a
+    // GELU/ReLU with a 16-bit saved tensor, or attention in oneDNN, right after a oneDNN linear
+    // in the same checkpoint segment (no rebuild between the two backwards reuses the buffers).
+    // The fp32 gradient is then never written, and the product has no rounding pass of its own.
+    bool hands_dy_codes(int a, int64_t samples) const;
     // Whether tensor t is stored in 16 bits: in a 16-bit run, all but statistics (LayerNorm's
     // mean and rstd stay fp32, as llm.c keeps them).
     bool stored_16bit(int t) const { return sixteen_bit() && !model.tensors[static_cast<size_t>(t)].statistics; }

@@ -30,6 +30,8 @@ public:
     }
     bool has_grad(int t) const { return plan_.grad_offset[static_cast<size_t>(t)] >= 0; }
     bool in_place(int t) const { return plan_.tensor_alias[static_cast<size_t>(t)] >= 0; }
+    // Op a's backward writes its input's gradient as the bf16 codes of the product before it.
+    bool hands_codes(int a) const { return plan_.hands_dy_codes(a, plan_.micro_batch); }
 
     int64_t forward(int o) const {
         const OpDesc& op = m_.ops[static_cast<size_t>(o)];
@@ -102,9 +104,10 @@ public:
         switch (op.kind) {
             case OpKind::linear:
             case OpKind::lora_linear: {
-                // 16-bit runs round the output gradient first; dW reads dout and the input, dX
-                // reads dout and writes the input's gradient.
-                int64_t bytes = plan_.sixteen_bit() ? 2 * dout : 0;
+                // 16-bit runs round the output gradient first, unless the op after it handed it
+                // over as codes; dW reads dout and the input, dX reads dout and writes the input's
+                // gradient.
+                int64_t bytes = plan_.sixteen_bit() && !hands_codes(o + 1) ? 2 * dout : 0;
                 bool weight_grad = false;
                 for (int p : op.params) weight_grad = weight_grad || m_.params[static_cast<size_t>(p)].trainable;
                 if (op.kind == OpKind::linear && weight_grad) bytes += dout + tensor(op.inputs[0]) + params(op);
@@ -125,7 +128,8 @@ public:
                 if (dinput) bytes += dout + 2 * fields + fp32(op.inputs[0]);
                 return bytes;
             }
-            case OpKind::activation: return 2 * dout + tensor(op.inputs[0]);  // in place over dout
+            case OpKind::activation:  // in place over dout, or into the product's codes
+                return dout + (hands_codes(o) ? dout / 2 : dout) + tensor(op.inputs[0]);
             case OpKind::max_pool: return dinput ? dout + tensor(op.inputs[0]) + fp32(op.inputs[0]) : 0;
             case OpKind::embedding: return dout + tensor(op.outputs[0]) * 2;  // rows of dwte and dwpe
             case OpKind::layernorm:
@@ -138,7 +142,8 @@ public:
                 return bytes;
             }
             case OpKind::attention: {
-                const int64_t qkv = tensor(op.inputs[0]), att = tensor(op.outputs[1]), dqkv = fp32(op.inputs[0]);
+                const int64_t qkv = tensor(op.inputs[0]), att = tensor(op.outputs[1]);
+                const int64_t dqkv = hands_codes(o) ? fp32(op.inputs[0]) / 2 : fp32(op.inputs[0]);
                 if (plan_.fused) return dout + qkv + att + dqkv;
                 // datt = dy v^T and dv; the softmax's, mask's and scale's passes over datt; dq, dk.
                 const int64_t datt = plan_.tensor_elements[static_cast<size_t>(op.outputs[1])] * 4;

@@ -586,43 +586,19 @@ private:
     bool widens_rows(const OpDesc& op) const {
         return plan_.sixteen_bit() && !bf16_products() && op.kind == OpKind::linear && plan_.stored_16bit(op.inputs[0]);
     }
-    // A bf16 run's op a (an activation with a 16-bit saved tensor, or attention in oneDNN) whose
-    // input the oneDNN linear op before it made: a's backward rounds that input's gradient
-    // straight into the codes the product's backward reads (onednn_linear_takes_dy_codes), so
-    // dY's fp32 values are neither written nor read back. Returns where the codes go, or null
-    // where a hands none over: the activation writes them in the product's scratch (it needs
-    // none of its own), attention in the gradient's own buffer (which it only writes; the
-    // scratch holds its heads). Only where the walk runs the product's backward right after
-    // a's: in the same checkpoint segment, no rebuild between them reuses the buffers.
+    // Where op a's backward rounds its input gradient as the bf16 codes the oneDNN linear before it
+    // reads as dY (GraphPlan::hands_dy_codes), or null where it hands none over: the activation
+    // writes them in the product's scratch (it needs none of its own), attention in the
+    // gradient's own buffer (which it only writes; the scratch holds its heads).
     uint16_t* handed_dy_codes(int a, int64_t n) const {
-        if (!bf16_products() || a < 1 || a >= static_cast<int>(plan_.model.ops.size())) return nullptr;
+        if (!plan_.hands_dy_codes(a, n)) return nullptr;
         const OpDesc& op = plan_.model.ops[static_cast<size_t>(a)];
-        const int o = a - 1;
-        const OpDesc& product = plan_.model.ops[static_cast<size_t>(o)];
-        if (product.kind != OpKind::linear || !plan_.packed[static_cast<size_t>(o)].onednn || op.inputs.empty() ||
-            product.outputs[0] != op.inputs[0] || product.segment != op.segment)
-            return nullptr;
-        const auto& shape = plan_.model.params[static_cast<size_t>(product.params[0])].shape;
-        if (!onednn_linear_takes_dy_codes(shape[1], shape[0], plan_.rows(product, n), param_grad(product.params[0]) != nullptr,
-                                          grad(product.inputs[0]) != nullptr))
-            return nullptr;
-        if (op.kind == OpKind::activation) {
-            const int saved = activation_needs_input(op.activation) ? op.inputs[0] : op.outputs[0];
-            return plan_.stored_16bit(saved) ? onednn_linear_dy_codes(buffers_.kernel_scratch) : nullptr;
-        }
-        if (op.kind == OpKind::attention && attention_in_storage(op) && plan_.attention_in_onednn())
-            return reinterpret_cast<uint16_t*>(grad(op.inputs[0]));
-        return nullptr;
+        if (op.kind == OpKind::activation) return onednn_linear_dy_codes(buffers_.kernel_scratch);
+        return reinterpret_cast<uint16_t*>(grad(op.inputs[0]));
     }
     // An attention op's width C (its output's features per position).
     int64_t attention_width(const OpDesc& op) const {
         return plan_.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
-    }
-    // --fused on in a 16-bit run: attention reads and writes its 16-bit tensors itself
-    // (attention_forward_16bit, or attention_forward_onednn), as the planner's stagings assume.
-    bool attention_in_storage(const OpDesc& op) const {
-        return plan_.fused && plan_.sixteen_bit() && plan_.stored_16bit(op.inputs[0]) &&
-               plan_.stored_16bit(op.outputs[0]) && plan_.stored_16bit(op.outputs[1]);
     }
     // --- QLoRA: W stored as NF4, dequantized into the NF4 tile right before each product.
     Nf4Tensor nf4_weight(const OpDesc& op) const {
@@ -794,12 +770,12 @@ private:
             }
             case OpKind::attention: {
                 const int64_t C = attention_width(op);
-                if (attention_in_storage(op) && plan_.attention_in_onednn()) {
+                if (plan_.attention_in_storage(op) && plan_.attention_in_onednn()) {
                     attention_forward_onednn(*onednn_, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[0]),
                                              tensor_16bit(op.outputs[1]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch);
                     return;  // stored
                 }
-                if (attention_in_storage(op)) {
+                if (plan_.attention_in_storage(op)) {
                     attention_forward_16bit(plan_.precision, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[0]),
                                             tensor_16bit(op.outputs[1]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch);
                     return;  // stored
@@ -979,13 +955,13 @@ private:
                 const int64_t C = attention_width(op);
                 // As a linear op's: 16-bit products take their output gradient in 16 bits, rounded
                 // in place here, or by oneDNN's path as it lays the gradient out for its products.
-                const bool in_onednn = attention_in_storage(op) && plan_.attention_in_onednn();
+                const bool in_onednn = plan_.attention_in_storage(op) && plan_.attention_in_onednn();
                 if (plan_.sixteen_bit() && !in_onednn) round_to_16bit(plan_.precision, dout, elements(op.outputs[0], n));
                 if (in_onednn)
                     attention_backward_onednn(*onednn_, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
                                               grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch,
                                               handed_dy_codes(o, n));
-                else if (attention_in_storage(op))
+                else if (plan_.attention_in_storage(op))
                     attention_backward_16bit(plan_.precision, dout, tensor_16bit(op.inputs[0]), tensor_16bit(op.outputs[1]),
                                              grad(op.inputs[0]), n, op.rows_per_sample, C, op.heads, buffers_.kernel_scratch);
                 else if (plan_.fused)
