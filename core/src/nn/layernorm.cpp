@@ -63,9 +63,11 @@ void layernorm_forward_16bit(Precision precision, const uint16_t* inp, const flo
                              uint16_t* out, float* mean, float* rstd, int64_t rows, int64_t C, float* x_staging,
                              float* y_staging) {
     parallel_range(rows, 7 * C, [&](int64_t first, int64_t end) {
+        // Every row of the thread's range in the same staging row, still in cache from the last
+        // (widening each into a row of its own wrote fresh lines all across the staging).
+        float* x = x_staging + first * C;
+        float* y = y_staging + first * C;
         for (int64_t r = first; r < end; ++r) {
-            float* x = x_staging + r * C;
-            float* y = y_staging + r * C;
             load_16bit_serial(precision, inp + r * C, x, C);
             layernorm_row(x, weight, bias, y, mean + r, rstd + r, C);
             store_16bit_serial(precision, y, out + r * C, C);
@@ -77,9 +79,9 @@ void residual_layernorm_forward_16bit(Precision precision, const uint16_t* a, co
                                       const float* weight, const float* bias, uint16_t* out, float* mean, float* rstd,
                                       int64_t rows, int64_t C, float* x_staging, float* y_staging) {
     parallel_range(rows, 9 * C, [&](int64_t first, int64_t end) {
+        float* x = x_staging + first * C;  // one staging row per thread, as layernorm_forward_16bit
+        float* y = y_staging + first * C;
         for (int64_t r = first; r < end; ++r) {
-            float* x = x_staging + r * C;
-            float* y = y_staging + r * C;
             load_16bit_serial(precision, a + r * C, x, C);
             load_16bit_serial(precision, b + r * C, y, C);
 #pragma omp simd
@@ -99,7 +101,8 @@ int64_t layernorm_backward_scratch_floats(int64_t C) { return kRowChunks * 2 * C
 //   dinp = rstd * (dn - mean(dn) - n * mean(dn * n)),  dweight = sum dout * n,  dbias = sum dout.
 namespace {
 
-// The backward over rows whose input row r is input_row(r) (fp32 values, in cache).
+// The backward over rows whose input row r is input_row(r, slot) (fp32 values, in cache);
+// slot is the first row of r's chunk, one per chunk, where a 16-bit input is widened.
 template <class InputRow>
 void layernorm_backward_rows(const float* dout, InputRow input_row, const float* weight, const float* mean,
                              const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
@@ -112,7 +115,7 @@ void layernorm_backward_rows(const float* dout, InputRow input_row, const float*
             float* part_b = part_w + C;
             std::fill(part_w, part_w + 2 * C, 0.0f);
             for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) {
-                const float* x = input_row(r);
+                const float* x = input_row(r, rows * c / chunks);
                 const float* dy = dout + r * C;
                 float* dx = dinp + r * C;
                 const float mu = mean[r], rs = rstd[r];
@@ -170,7 +173,7 @@ void layernorm_backward_rows(const float* dout, InputRow input_row, const float*
 void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
                         const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
                         GradientWrite input_write, GradientWrite param_write, float* scratch) {
-    layernorm_backward_rows(dout, [&](int64_t r) { return inp + r * C; }, weight, mean, rstd, dinp, dweight, dbias,
+    layernorm_backward_rows(dout, [&](int64_t r, int64_t) { return inp + r * C; }, weight, mean, rstd, dinp, dweight, dbias,
                             rows, C, input_write, param_write, scratch);
 }
 
@@ -180,9 +183,9 @@ void layernorm_backward_16bit(Precision precision, const float* dout, const uint
                               GradientWrite param_write, float* scratch) {
     layernorm_backward_rows(
         dout,
-        [&](int64_t r) {
-            load_16bit_serial(precision, inp + r * C, x_staging + r * C, C);
-            return static_cast<const float*>(x_staging + r * C);
+        [&](int64_t r, int64_t slot) {
+            load_16bit_serial(precision, inp + r * C, x_staging + slot * C, C);
+            return static_cast<const float*>(x_staging + slot * C);
         },
         weight, mean, rstd, dinp, dweight, dbias, rows, C, input_write, param_write, scratch);
 }

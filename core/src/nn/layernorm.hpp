@@ -21,10 +21,11 @@ void layernorm_forward(const float* inp, const float* weight, const float* bias,
 void residual_layernorm_forward(const float* a, const float* b, float* sum, const float* weight, const float* bias,
                                 float* out, float* mean, float* rstd, int64_t rows, int64_t C, Precision rounding);
 
-// 16-bit runs: the same two over 16-bit storage, a row at a time: the inputs widened into rows
+// 16-bit runs: the same two over 16-bit storage, a row at a time: the inputs widened into a row
 // of x_staging, the results rounded into their storage while the row is in cache (y_staging
-// holds the fp32 row before it is rounded; both [rows x C] floats). Bits as widening, the fp32
-// op and rounding one after another.
+// holds the fp32 row before it is rounded; both [rows x C] floats, of which each thread uses
+// the row at the start of its range). Bits as widening, the fp32 op and rounding one after
+// another.
 void layernorm_forward_16bit(Precision precision, const uint16_t* inp, const float* weight, const float* bias,
                              uint16_t* out, float* mean, float* rstd, int64_t rows, int64_t C, float* x_staging,
                              float* y_staging);
@@ -44,8 +45,8 @@ int64_t layernorm_backward_scratch_floats(int64_t C);
 void layernorm_backward(const float* dout, const float* inp, const float* weight, const float* mean,
                         const float* rstd, float* dinp, float* dweight, float* dbias, int64_t rows, int64_t C,
                         GradientWrite input_write, GradientWrite param_write, float* scratch);
-// The same reading a 16-bit input, each row widened into x_staging ([rows x C] floats) as it is
-// needed.
+// The same reading a 16-bit input, each row widened as it is needed into x_staging ([rows x C]
+// floats; each chunk of rows reuses the row at its start).
 void layernorm_backward_16bit(Precision precision, const float* dout, const uint16_t* inp, float* x_staging,
                               const float* weight, const float* mean, const float* rstd, float* dinp, float* dweight,
                               float* dbias, int64_t rows, int64_t C, GradientWrite input_write,
