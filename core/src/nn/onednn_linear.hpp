@@ -69,10 +69,10 @@ void onednn_linear_backward(OnednnProducts& products, MatmulOperands operands, c
                             float* dy, float* grad_weight, float* grad_bias, float* grad_input, int64_t in,
                             int64_t out, int64_t rows, GradientWrite write, float* scratch,
                             Precision rounding = Precision::fp32, const uint16_t* dy_codes = nullptr);
-// Whether a bf16 backward of this shape, on a team of `threads`, reads dY only as codes (split by dY's rows, not
-// transposed), so that the op that computes dY can round it into codes as it goes and hand
-// them over as dy_codes: one pass over dY where writing its fp32 values and reading them back
-// to round them took two.
+// Whether a bf16 backward of this shape, on a team of `threads`, reads dY only as codes (split
+// by dY's rows, not transposed), so that the op that computes dY can round it into codes as it
+// goes and hand them over as dy_codes: one pass over dY where writing its fp32 values and
+// reading them back to round them took two.
 bool onednn_linear_takes_dy_codes(int64_t in, int64_t out, int64_t rows, bool weight_grad, bool input_grad, int threads);
 // The place in scratch where the backward rounds dY into codes itself: a producer may write
 // them there (and pass it as dy_codes) when it needs no scratch of its own meanwhile.
