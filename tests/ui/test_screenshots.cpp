@@ -41,10 +41,9 @@ private:
         QVERIFY(image.save(QDir(folder_).filePath(name + QStringLiteral(".png"))));
     }
 
-    // A window whose runs of several processes start the CLI under mpirun (as root here too).
+    // A window whose runs of several processes start the CLI under mpirun (as root here too:
+    // initTestCase sets what Open MPI needs for that).
     static void show_for_processes(MainWindow& window) {
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
         window.resize(1400, 900);
         window.show();
         window.runController().setCliProgram(QStringLiteral(TRAINBENCH_CLI_PATH));
@@ -65,6 +64,11 @@ private:
 private slots:
     void initTestCase() {
         testing::isolate_settings();
+        // Open MPI refuses root (CI's containers) unless told. Set here, before any window
+        // exists: setenv while a window's dataset loader reads the environment (getenv, for the
+        // cache folder) on a pool thread crashed the loader (SIGSEGV in getenv, CI at b7f343b).
+        qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+        qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
         folder_ = qEnvironmentVariable("TRAINBENCH_SCREENSHOT_DIR");
         if (folder_.isEmpty()) folder_ = scratch_.path();
         QDir().mkpath(folder_);
