@@ -95,9 +95,7 @@ private slots:
         QVERIFY(temp_.isValid());
         temp_marker_ = temp_.path();
         qputenv("TMPDIR", temp_.path().toUtf8());
-        // Open MPI refuses root (CI's containers) unless told.
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        testing::allow_mpi_as_root();
     }
 
     // Metrics arrive while the processes train, the plan is the 2-process one, and the weights

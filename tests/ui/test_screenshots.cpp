@@ -64,11 +64,7 @@ private:
 private slots:
     void initTestCase() {
         testing::isolate_settings();
-        // Open MPI refuses root (CI's containers) unless told. Set here, before any window
-        // exists: setenv while a window's dataset loader reads the environment (getenv, for the
-        // cache folder) on a pool thread crashed the loader (SIGSEGV in getenv, CI at b7f343b).
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
-        qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        testing::allow_mpi_as_root();
         folder_ = qEnvironmentVariable("TRAINBENCH_SCREENSHOT_DIR");
         if (folder_.isEmpty()) folder_ = scratch_.path();
         QDir().mkpath(folder_);

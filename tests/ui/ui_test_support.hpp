@@ -6,6 +6,7 @@
 #include <QStandardPaths>
 #include <QString>
 #include <QTimer>
+#include <QtGlobal>
 #include <algorithm>
 #include <ctime>
 
@@ -20,6 +21,15 @@ inline void isolate_settings() {
     QCoreApplication::setOrganizationName(QStringLiteral("TrainBenchTests"));
     QCoreApplication::setApplicationName(QStringLiteral("TrainBenchTests"));
     QFile::remove(QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation) + QStringLiteral("/trainbench.ini"));
+}
+
+// Open MPI refuses to start as root (CI's containers) unless told. Call it in initTestCase,
+// before any window exists: setenv while a window's dataset loader reads the environment
+// (getenv, for the cache folder) on a pool thread crashed the loader (SIGSEGV in getenv, CI
+// at b7f343b); glibc's setenv and getenv are not safe against each other across threads.
+inline void allow_mpi_as_root() {
+    qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+    qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
 }
 
 // Spirals with a small model: a few hundred updates take well under a second on 2 cores.
