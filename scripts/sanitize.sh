@@ -52,7 +52,7 @@ packages=()
 
 # The suites ThreadSanitizer runs: those that run the engine's threads (the worker team, the
 # prefetch loader, train() on a thread of its own stopped from another).
-tsan_tests=(core/test_worker_team core/test_training_threads core/test_accumulation core/test_memory_techniques core/test_gpt_model)
+tsan_tests=(core/test_worker_team core/test_parallel_range core/test_training_threads core/test_accumulation core/test_memory_techniques core/test_gpt_model)
 # The suites that start processes under mpirun (the compare tables include rows of 2 processes;
 # the plan test trains its ZeRO rows with 2; the pipeline test runs a process per stage).
 mpi_tests='^(cli/test_cli_processes|cli/test_cli_pipeline|cli/test_cli_two_hosts|cli/test_cli_compare|cli/test_cli_gpt|cli/test_cli_plan|mpi/.*)$'

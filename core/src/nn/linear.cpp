@@ -26,7 +26,7 @@ void linear_forward(const float* weight, const float* bias, const float* input, 
     Eigen::Map<const Vector> b(bias, out);
     Eigen::Map<const ColMajor> X(input, in, batch);
     Eigen::Map<ColMajor> Z(output, out, batch);
-    parallel_range(out, in * batch, [&](int64_t first, int64_t end) {
+    parallel_slices(out, in * batch, [&](int64_t first, int64_t end) {
         const int64_t count = end - first;
         Z.middleRows(first, count).noalias() = W.middleRows(first, count) * X;
         Z.middleRows(first, count).colwise() += b.segment(first, count);
@@ -73,7 +73,7 @@ void input_grad_rows(const float* weight, const float* grad_output, float* grad_
 
 void linear_weight_grad(const float* input, const float* grad_output, float* grad_weight, float* grad_bias,
                         int64_t in, int64_t out, int64_t batch, GradientWrite write) {
-    parallel_range(out, in * batch, [&](int64_t first, int64_t end) {
+    parallel_slices(out, in * batch, [&](int64_t first, int64_t end) {
         weight_grad_rows(input, grad_output, grad_weight, grad_bias, in, out, batch, write, first, end);
     });
 }

@@ -19,7 +19,7 @@ void lora_forward(const float* input, const float* lora_a, const float* lora_b, 
     Eigen::Map<const RowMajor> B(lora_b, out, rank);
     Eigen::Map<ColMajor> D(down, rank, rows);
     Eigen::Map<ColMajor> Y(output, out, rows);
-    parallel_range(rows, rank * (in + out), [&](int64_t first, int64_t end) {
+    parallel_slices(rows, rank * (in + out), [&](int64_t first, int64_t end) {
         const int64_t count = end - first;
         D.middleCols(first, count).noalias() = A * X.middleCols(first, count);
         Y.middleCols(first, count).noalias() += scale * (B * D.middleCols(first, count));
@@ -39,7 +39,7 @@ void lora_backward(const float* input, const float* down, const float* grad_outp
     float* grad_down = scratch + rows * rank;
     Eigen::Map<ColMajor> sD(scaled_down, rank, rows);
     Eigen::Map<ColMajor> dD(grad_down, rank, rows);
-    parallel_range(rows, rank * (out + in), [&](int64_t first, int64_t end) {
+    parallel_slices(rows, rank * (out + in), [&](int64_t first, int64_t end) {
         const int64_t count = end - first;
         sD.middleCols(first, count) = scale * D.middleCols(first, count);
         dD.middleCols(first, count).noalias() = scale * (B.transpose() * dY.middleCols(first, count));
@@ -49,7 +49,7 @@ void lora_backward(const float* input, const float* down, const float* grad_outp
     linear_weight_grad(input, grad_down, grad_a, nullptr, in, rank, rows, write);
     if (!grad_input) return;
     Eigen::Map<ColMajor> dX(grad_input, in, rows);
-    parallel_range(rows, rank * in, [&](int64_t first, int64_t end) {
+    parallel_slices(rows, rank * in, [&](int64_t first, int64_t end) {
         const int64_t count = end - first;
         dX.middleCols(first, count).noalias() += A.transpose() * dD.middleCols(first, count);
     });

@@ -1,6 +1,8 @@
 #pragma once
-// Splits [0, n) into one contiguous slice per member of the shared WorkerTeam, or runs it on
-// the calling thread when the work is too small to pay for waking the team.
+// Splits [0, n) across the members of the shared WorkerTeam, or runs it on the calling thread
+// when the work is too small to pay for waking the team.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "parallel/worker_team.hpp"
@@ -9,9 +11,14 @@ namespace trainbench {
 
 // About 50 microseconds of single-core work (in multiply-adds or element updates).
 inline constexpr int64_t kMinParallelWork = int64_t{1} << 19;
+// Teams up to this size balance parallel_range (one cursor each); larger ones split it evenly.
+inline constexpr int kMaxBalancedMembers = 64;
 
+// Runs body(first, end) once per member on a contiguous 1/members of [0, n): for bodies whose
+// results depend on the slice they get (an Eigen product over a slice of rows blocks it by the
+// slice's size), so that the bits depend only on the team's size.
 template <class Body>
-void parallel_range(int64_t n, int64_t work_per_item, Body body) {
+void parallel_slices(int64_t n, int64_t work_per_item, Body body) {
     WorkerTeam& team = WorkerTeam::shared();
     const int members = team.members();
     if (members <= 1 || n < members || n * work_per_item < kMinParallelWork) {
@@ -26,6 +33,53 @@ void parallel_range(int64_t n, int64_t work_per_item, Body body) {
         [](void* raw, int member, int count) {
             auto* c = static_cast<Context*>(raw);
             (*c->body)(c->n * member / count, c->n * (member + 1) / count);
+        },
+        &context);
+}
+
+// Runs body(first, end) over [0, n) in chunks, balanced across the members: each member's
+// share, a contiguous 1/members of [0, n), is cut into up to kChunksPerMember chunks that it runs
+// in order, and a member done with its own share takes the next chunks of the others' shares.
+// So a member whose core runs slower (a virtual machine's vCPU the host also serves, a
+// hyper-thread whose sibling is busy, an efficiency core) hands work over instead of holding
+// every other member up, while on even cores each member keeps the rows it had the op before.
+// Every chunk's bounds depend only on n and the team's size, so the body must only compute
+// element- or row-wise results (or sums over fixed chunks of its own): a product over a slice
+// of rows, whose blocking depends on the slice, goes through parallel_slices.
+template <class Body>
+void parallel_range(int64_t n, int64_t work_per_item, Body body) {
+    WorkerTeam& team = WorkerTeam::shared();
+    const int members = team.members();
+    if (members <= 1 || n < members || n * work_per_item < kMinParallelWork) {
+        body(int64_t{0}, n);
+        return;
+    }
+    if (members > kMaxBalancedMembers) return parallel_slices(n, work_per_item, body);
+    constexpr int64_t kChunksPerMember = 8;
+    // Chunks start at multiples of 16 items where every member gets that many, so that bodies
+    // working in 16-wide tiles or SIMD registers (transpose_columns) run as they do on a
+    // member's whole share, not on their edges.
+    const int64_t align = n >= members * int64_t{16} ? 16 : 1;
+    struct alignas(64) Cursor {  // a cache line each: members claim chunks without false sharing
+        std::atomic<int64_t> next{0};
+    };
+    struct Context {
+        Body* body;
+        int64_t n, align, per_member;
+        Cursor cursors[kMaxBalancedMembers];
+    } context{&body, n, align, std::clamp<int64_t>(n / (members * align), 1, kChunksPerMember), {}};
+    team.run(
+        [](void* raw, int member, int count) {
+            auto* c = static_cast<Context*>(raw);
+            const int64_t chunks = c->per_member * count;
+            auto bound = [&](int64_t chunk) { return chunk == chunks ? c->n : c->n * chunk / chunks / c->align * c->align; };
+            for (int k = 0; k < count; ++k) {  // its own share first, then the next members'
+                const int owner = (member + k) % count;
+                for (int64_t i; (i = c->cursors[owner].next.fetch_add(1, std::memory_order_relaxed)) < c->per_member;) {
+                    const int64_t chunk = owner * c->per_member + i;
+                    if (bound(chunk + 1) > bound(chunk)) (*c->body)(bound(chunk), bound(chunk + 1));
+                }
+            }
         },
         &context);
 }

@@ -1,0 +1,102 @@
+// parallel/parallel_range: every index of [0, n) is handed to exactly one call, in chunks whose
+// bounds start at multiples of 16 where every member gets that many; a member whose core is slow
+// hands its share's later chunks to a member that is done; parallel_slices gives each member
+// one contiguous slice, the same on every call.
+#include <QtTest>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "parallel/parallel_range.hpp"
+
+using namespace trainbench;
+
+class TestParallelRange : public QObject {
+    Q_OBJECT
+
+private slots:
+    void init() { WorkerTeam::shared().resize(2); }
+    void cleanupTestCase() { WorkerTeam::shared().resize(1); }
+
+    void every_index_is_handed_out_once_data() {
+        QTest::addColumn<int>("members");
+        QTest::addColumn<int64_t>("n");
+        for (int members : {2, 3})
+            for (int64_t n : {3, 17, 31, 32, 33, 128, 1000, 4096, 100003})
+                QTest::addRow("%d members, n %lld", members, static_cast<long long>(n)) << members << n;
+    }
+    void every_index_is_handed_out_once() {
+        QFETCH(int, members);
+        QFETCH(int64_t, n);
+        WorkerTeam::shared().resize(members);
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+        std::mutex lock;
+        std::vector<std::pair<int64_t, int64_t>> calls;
+        // Work per item large enough that the team is always woken.
+        parallel_range(n, kMinParallelWork, [&](int64_t first, int64_t end) {
+            for (int64_t i = first; i < end; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+            std::lock_guard<std::mutex> hold(lock);
+            calls.emplace_back(first, end);
+        });
+        for (int64_t i = 0; i < n; ++i) QCOMPARE(seen[static_cast<size_t>(i)].load(), 1);
+        for (const auto& [first, end] : calls) {
+            QVERIFY(end > first);
+            if (n >= 16 * members) QCOMPARE(first % 16, int64_t{0});
+        }
+        if (n >= members) QVERIFY(calls.size() >= static_cast<size_t>(members));
+        QVERIFY(calls.size() <= static_cast<size_t>(8 * members));
+    }
+
+    // The worker (member 1) stalls in every chunk it takes, as a vCPU the host has taken away
+    // would: the calling thread, done with its own share, runs the worker's other chunks.
+    void a_slow_member_hands_its_chunks_over() {
+        const std::thread::id caller = std::this_thread::get_id();
+        std::atomic<int64_t> by_caller{0}, by_worker{0};
+        parallel_range(4096, kMinParallelWork, [&](int64_t first, int64_t end) {
+            if (std::this_thread::get_id() == caller) {
+                by_caller.fetch_add(end - first);
+            } else {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                by_worker.fetch_add(end - first);
+            }
+        });
+        QCOMPARE(by_caller.load() + by_worker.load(), int64_t{4096});
+        // Evenly split, each would run 2,048; the worker's first chunk alone is 256.
+        QVERIFY2(by_caller.load() >= 4096 - 2 * 256, qPrintable(QString::number(by_caller.load())));
+    }
+
+    void slices_are_one_per_member_and_fixed() {
+        for (int round = 0; round < 3; ++round) {
+            std::mutex lock;
+            std::vector<std::pair<int64_t, int64_t>> calls;
+            parallel_slices(1000, kMinParallelWork, [&](int64_t first, int64_t end) {
+                std::lock_guard<std::mutex> hold(lock);
+                calls.emplace_back(first, end);
+            });
+            std::sort(calls.begin(), calls.end());
+            QCOMPARE(calls.size(), size_t{2});
+            QCOMPARE(calls[0], std::make_pair(int64_t{0}, int64_t{500}));
+            QCOMPARE(calls[1], std::make_pair(int64_t{500}, int64_t{1000}));
+        }
+    }
+
+    void small_work_runs_on_the_caller() {
+        const std::thread::id caller = std::this_thread::get_id();
+        int calls = 0;
+        bool on_caller = true;
+        parallel_range(100, 1, [&](int64_t first, int64_t end) {
+            ++calls;
+            on_caller = on_caller && std::this_thread::get_id() == caller && first == 0 && end == 100;
+        });
+        QCOMPARE(calls, 1);
+        QVERIFY(on_caller);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestParallelRange)
+#include "test_parallel_range.moc"
