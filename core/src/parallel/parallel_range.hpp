@@ -14,6 +14,11 @@ inline constexpr int64_t kMinParallelWork = int64_t{1} << 19;
 // Teams up to this size balance parallel_range (one cursor each); larger ones split it evenly.
 inline constexpr int kMaxBalancedMembers = 64;
 
+// Work too small to pay for waking the team, or too few items to share, runs on the caller.
+inline bool runs_on_caller(int64_t n, int64_t work_per_item, int members) {
+    return members <= 1 || n < members || n * work_per_item < kMinParallelWork;
+}
+
 // Runs body(first, end) once per member on a contiguous 1/members of [0, n): for bodies whose
 // results depend on the slice they get (an Eigen product over a slice of rows blocks it by the
 // slice's size), so that the bits depend only on the team's size.
@@ -21,7 +26,7 @@ template <class Body>
 void parallel_slices(int64_t n, int64_t work_per_item, Body body) {
     WorkerTeam& team = WorkerTeam::shared();
     const int members = team.members();
-    if (members <= 1 || n < members || n * work_per_item < kMinParallelWork) {
+    if (runs_on_caller(n, work_per_item, members)) {
         body(int64_t{0}, n);
         return;
     }
@@ -50,7 +55,7 @@ template <class Body>
 void parallel_range(int64_t n, int64_t work_per_item, Body body) {
     WorkerTeam& team = WorkerTeam::shared();
     const int members = team.members();
-    if (members <= 1 || n < members || n * work_per_item < kMinParallelWork) {
+    if (runs_on_caller(n, work_per_item, members)) {
         body(int64_t{0}, n);
         return;
     }
