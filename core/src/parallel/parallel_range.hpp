@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 #include "parallel/worker_team.hpp"
 
@@ -55,24 +56,31 @@ template <class Body>
 void parallel_range(int64_t n, int64_t work_per_item, Body body) {
     WorkerTeam& team = WorkerTeam::shared();
     const int members = team.members();
-    if (runs_on_caller(n, work_per_item, members)) {
-        body(int64_t{0}, n);
-        return;
+    // parallel_slices runs small work on the caller as well, and splits it evenly in one piece
+    // per member: what a team too large for the cursors below gets.
+    if (members > kMaxBalancedMembers || runs_on_caller(n, work_per_item, members)) {
+        return parallel_slices(n, work_per_item, std::move(body));
     }
-    if (members > kMaxBalancedMembers) return parallel_slices(n, work_per_item, body);
     constexpr int64_t kChunksPerMember = 8;
     // Chunks start at multiples of 16 items where every member gets that many, so that bodies
     // working in 16-wide tiles or SIMD registers (transpose_columns) run as they do on a
     // member's whole share, not on their edges.
     const int64_t align = n >= members * int64_t{16} ? 16 : 1;
-    struct alignas(64) Cursor {  // a cache line each: members claim chunks without false sharing
-        std::atomic<int64_t> next{0};
+    // A cache line each, so that members claim chunks without false sharing. Plain storage used
+    // through atomic_ref: only the first `members` cursors are set, not all kMaxBalancedMembers.
+    struct alignas(64) Cursor {
+        int64_t next;
     };
     struct Context {
         Body* body;
         int64_t n, align, per_member;
         Cursor cursors[kMaxBalancedMembers];
-    } context{&body, n, align, std::clamp<int64_t>(n / (members * align), 1, kChunksPerMember), {}};
+    } context;
+    context.body = &body;
+    context.n = n;
+    context.align = align;
+    context.per_member = std::clamp<int64_t>(n / (members * align), 1, kChunksPerMember);
+    for (int m = 0; m < members; ++m) context.cursors[m].next = 0;
     team.run(
         [](void* raw, int member, int count) {
             auto* c = static_cast<Context*>(raw);
@@ -80,7 +88,7 @@ void parallel_range(int64_t n, int64_t work_per_item, Body body) {
             auto bound = [&](int64_t chunk) { return chunk == chunks ? c->n : c->n * chunk / chunks / c->align * c->align; };
             for (int k = 0; k < count; ++k) {  // its own share first, then the next members'
                 const int owner = (member + k) % count;
-                for (int64_t i; (i = c->cursors[owner].next.fetch_add(1, std::memory_order_relaxed)) < c->per_member;) {
+                for (int64_t i; (i = std::atomic_ref<int64_t>(c->cursors[owner].next).fetch_add(1, std::memory_order_relaxed)) < c->per_member;) {
                     const int64_t chunk = owner * c->per_member + i;
                     if (bound(chunk + 1) > bound(chunk)) (*c->body)(bound(chunk), bound(chunk + 1));
                 }
