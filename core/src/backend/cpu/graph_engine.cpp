@@ -789,15 +789,13 @@ private:
                 break;
             }
             case OpKind::residual_add: {
-                const float* a = input(op, 0, n);
-                const float* b = input(op, 1, n);
-                float* out = output(op, 0);
                 const int ln = plan_.fused_with[static_cast<size_t>(o)];
                 if (ln >= 0) {  // the LayerNorm that reads the sum, in the same pass
                     const OpDesc& norm = plan_.model.ops[static_cast<size_t>(ln)];
                     const int64_t C = plan_.model.params[static_cast<size_t>(norm.params[0])].shape[0];
                     if (plan_.stored_16bit(op.inputs[0]) && plan_.stored_16bit(op.inputs[1]) &&
                         plan_.stored_16bit(op.outputs[0]) && plan_.stored_16bit(norm.outputs[0])) {
+                        // It reads the 16-bit inputs a block at a time itself: nothing is widened first.
                         residual_layernorm_forward_16bit(
                             plan_.precision, tensor_16bit(op.inputs[0]), tensor_16bit(op.inputs[1]),
                             tensor_16bit(op.outputs[0]), fp32_param(norm, 0), fp32_param(norm, 1),
@@ -805,11 +803,15 @@ private:
                             buffers_.output_staging[0], buffers_.output_staging[1]);
                         return;  // stored
                     }
-                    residual_layernorm_forward(a, b, out, fp32_param(norm, 0), fp32_param(norm, 1),
-                                               fused_output(norm.outputs[0]), tensor(norm.outputs[1]),
-                                               tensor(norm.outputs[2]), rows, C, plan_.precision);
+                    residual_layernorm_forward(input(op, 0, n), input(op, 1, n), output(op, 0), fp32_param(norm, 0),
+                                               fp32_param(norm, 1), fused_output(norm.outputs[0]),
+                                               tensor(norm.outputs[1]), tensor(norm.outputs[2]), rows, C,
+                                               plan_.precision);
                     break;
                 }
+                const float* a = input(op, 0, n);
+                const float* b = input(op, 1, n);
+                float* out = output(op, 0);
                 parallel_range(elements(op.outputs[0], n), 1, [&](int64_t first, int64_t end) {
 #pragma omp simd
                     for (int64_t i = first; i < end; ++i) out[i] = a[i] + b[i];
