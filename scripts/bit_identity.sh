@@ -3,7 +3,8 @@
 # trainbench-cli binaries (say, one built before a refactor and one after) and compares their
 # saved weights byte for byte. The runs cover the engine's paths: the MLP, the GPT and the CNN; fp32,
 # bf16 and fp16; gradient checkpointing; --fused off; accumulation; every optimizer, with and
-# without weight decay; LoRA, QLoRA and DoRA; and,
+# without weight decay; LoRA, QLoRA and DoRA; a GPT wide enough that its attention, products and
+# element-wise ops split across 2 threads, in each precision; and,
 # where mpirun is installed, ZeRO-1/2 on 2 processes and 2 pipeline stages.
 #
 #   scripts/bit_identity.sh BEFORE_CLI AFTER_CLI [--cpu-products eigen|onednn|auto]
@@ -27,6 +28,8 @@ trap 'rm -rf "$work"' EXIT
 common=(--epochs 100 --max-steps 4 --seed 7 --threads 1 --lr 0.003)
 mlp=(--dataset spirals --samples 160 --hidden 32,32 --batch-size 32 "${common[@]}")
 gpt=(--model gpt --dataset "$text" --n-layer 2 --n-head 2 --n-embd 16 --block-size 16 --batch-size 8 "${common[@]}")
+# Wide enough that attention, the products and the element-wise ops split across 2 threads.
+gpt_wide=(--model gpt --dataset "$text" --n-layer 1 --n-head 4 --n-embd 64 --block-size 32 --batch-size 32 "${common[@]}")
 cnn=(--model cnn --dataset fashion-mnist --channels 4,8 --hidden 16 --batch-size 16 "${common[@]}")
 
 runs=()
@@ -48,6 +51,9 @@ add "mlp --optimizer rmsprop --momentum 0.9 --weight-decay 0.01"
 add "mlp --optimizer rmsprop"
 add "mlp --optimizer adagrad --weight-decay 0.01"
 add "gpt --optimizer adamw --weight-decay 0.1 --fused off"
+for precision in fp32 bf16 fp16; do
+    add "gpt_wide --precision $precision --threads 2"
+done
 if [ -d /usr/share/datasets/fashion-mnist ]; then
     add "cnn --precision fp32"
     add "cnn --precision bf16 --gradient-checkpointing"
@@ -69,6 +75,7 @@ for run in "${runs[@]}"; do
     case $model in
         mlp) base=("${mlp[@]}") ;;
         gpt) base=("${gpt[@]}") ;;
+        gpt_wide) base=("${gpt_wide[@]}") ;;
         cnn) base=("${cnn[@]}") ;;
     esac
     for side in before after; do

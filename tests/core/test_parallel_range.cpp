@@ -1,12 +1,14 @@
 // parallel/parallel_range: every index of [0, n) is handed to exactly one call, in chunks whose
 // bounds start at multiples of 16 where every member gets that many; a member whose core is slow
 // hands its share's later chunks to a member that is done; parallel_slices gives each member
-// one contiguous slice, the same on every call.
+// one contiguous slice, the same on every call; parallel_items balances items of any count the
+// same way and names the member running each chunk, one thread per member (its scratch).
 #include <QtTest>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -85,6 +87,56 @@ private slots:
         }
     }
 
+    // Attention's batch elements: 32 items on 2 members, each item using its member's scratch.
+    void items_are_balanced_and_each_member_is_one_thread_data() {
+        QTest::addColumn<int>("members");
+        QTest::addColumn<int64_t>("n");
+        for (int members : {2, 3})
+            for (int64_t n : {3, 5, 32, 128, 1001})
+                QTest::addRow("%d members, n %lld", members, static_cast<long long>(n)) << members << n;
+    }
+    void items_are_balanced_and_each_member_is_one_thread() {
+        QFETCH(int, members);
+        QFETCH(int64_t, n);
+        WorkerTeam::shared().resize(members);
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+        std::mutex lock;
+        std::map<int, std::thread::id> thread_of_member;
+        bool one_thread_per_member = true;
+        size_t calls = 0;
+        parallel_items(n, kMinParallelWork, [&](int member, int64_t first, int64_t end) {
+            for (int64_t i = first; i < end; ++i) seen[static_cast<size_t>(i)].fetch_add(1);
+            std::lock_guard<std::mutex> hold(lock);
+            ++calls;
+            QVERIFY(member >= 0 && member < members);
+            QVERIFY(end > first);
+            const auto [at, added] = thread_of_member.emplace(member, std::this_thread::get_id());
+            if (!added && at->second != std::this_thread::get_id()) one_thread_per_member = false;
+        });
+        for (int64_t i = 0; i < n; ++i) QCOMPARE(seen[static_cast<size_t>(i)].load(), 1);
+        QVERIFY(one_thread_per_member);
+        // Up to 8 chunks per member of any size: 32 items on 2 members are 16 chunks of 2, not
+        // one of 16 each, as 16-aligned chunks would be.
+        QCOMPARE(calls, static_cast<size_t>(members * std::clamp<int64_t>(n / members, 1, 8)));
+    }
+
+    void a_slow_member_hands_its_items_over() {
+        const std::thread::id caller = std::this_thread::get_id();
+        std::atomic<int64_t> by_caller{0}, by_worker{0};
+        parallel_items(32, kMinParallelWork, [&](int member, int64_t first, int64_t end) {
+            if (std::this_thread::get_id() == caller) {
+                QCOMPARE(member, 0);
+                by_caller.fetch_add(end - first);
+            } else {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                by_worker.fetch_add(end - first);
+            }
+        });
+        QCOMPARE(by_caller.load() + by_worker.load(), int64_t{32});
+        // Evenly split, each would run 16; the worker's first chunk alone is 2.
+        QVERIFY2(by_caller.load() >= 32 - 2 * 2, qPrintable(QString::number(by_caller.load())));
+    }
+
     void small_work_runs_on_the_caller() {
         const std::thread::id caller = std::this_thread::get_id();
         int calls = 0;
@@ -92,6 +144,13 @@ private slots:
         parallel_range(100, 1, [&](int64_t first, int64_t end) {
             ++calls;
             on_caller = on_caller && std::this_thread::get_id() == caller && first == 0 && end == 100;
+        });
+        QCOMPARE(calls, 1);
+        QVERIFY(on_caller);
+        calls = 0;
+        parallel_items(100, 1, [&](int member, int64_t first, int64_t end) {
+            ++calls;
+            on_caller = on_caller && std::this_thread::get_id() == caller && member == 0 && first == 0 && end == 100;
         });
         QCOMPARE(calls, 1);
         QVERIFY(on_caller);

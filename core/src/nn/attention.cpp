@@ -331,9 +331,9 @@ void attention_backward(const float* dout, const float* qkv, const float* att, f
                         int64_t T, int64_t C, int64_t n_head, float* scratch, Precision products) {
     const HeadShape s = head_shape(T, C, n_head, products);
     const int64_t pairs = B * n_head;
-    parallel_members(pairs * 2 * pair_work(s), [&](int member, int members) {
+    parallel_items(pairs, 2 * pair_work(s), [&](int member, int64_t first, int64_t end) {
         float* G = scratch + member * T * T;
-        for (int64_t pair = pairs * member / members; pair < pairs * (member + 1) / members; ++pair)
+        for (int64_t pair = first; pair < end; ++pair)
             head_backward(s, dout, qkv, att, dqkv, pair, G);
     });
 }
@@ -363,12 +363,12 @@ void attention_forward_16bit(Precision precision, const uint16_t* qkv, uint16_t*
     const HeadShape s = head_shape(T, C, n_head, precision);
     const int64_t hs = s.hs, pairs = B * n_head;
     const int64_t per_member = attention_16bit_scratch_floats(T, C, n_head, 1);
-    parallel_members(pairs * pair_work(s), [&](int member, int members) {
+    parallel_items(pairs, pair_work(s), [&](int member, int64_t first, int64_t end) {
         float* q = scratch + member * per_member;  // q, k, v, then att's rows, then y
         float* a = q + 3 * T * hs;
         float* y = a + T * T;
         const Eigen::OuterStride<> rows(hs);
-        for (int64_t pair = pairs * member / members; pair < pairs * (member + 1) / members; ++pair) {
+        for (int64_t pair = first; pair < end; ++pair) {
             const int64_t b = pair / n_head, h = pair % n_head;
             widen_pair(precision, qkv, b, h, s, q);
             pair_forward(s, ConstView(q, T, hs, rows), ConstView(q + T * hs, T, hs, rows),
@@ -384,12 +384,12 @@ void attention_backward_16bit(Precision precision, const float* dout, const uint
     const HeadShape s = head_shape(T, C, n_head, precision);
     const int64_t hs = s.hs, pairs = B * n_head;
     const int64_t per_member = attention_16bit_scratch_floats(T, C, n_head, 1);
-    parallel_members(pairs * 2 * pair_work(s), [&](int member, int members) {
+    parallel_items(pairs, 2 * pair_work(s), [&](int member, int64_t first, int64_t end) {
         float* q = scratch + member * per_member;  // q, k, v, then P, then G
         float* p = q + 3 * T * hs;
         float* g = p + T * T;
         const Eigen::OuterStride<> rows(hs), qkv_rows(3 * C);
-        for (int64_t pair = pairs * member / members; pair < pairs * (member + 1) / members; ++pair) {
+        for (int64_t pair = first; pair < end; ++pair) {
             const int64_t b = pair / n_head, h = pair % n_head;
             widen_pair(precision, qkv, b, h, s, q);
             // Row t of P up to the end of its row tile: the rest is never read (pair_backward).
@@ -542,9 +542,9 @@ void attention_forward_onednn(OnednnProducts& products, const uint16_t* qkv, uin
     const HeadShape shape = head_shape(T, C, n_head, Precision::bf16);
     const AttentionProducts p = attention_products(T, C, n_head);
     const int64_t hs = shape.hs;
-    parallel_members(B * n_head * pair_work(shape), [&](int member, int members) {
+    parallel_items(B, n_head * pair_work(shape), [&](int member, int64_t first, int64_t end) {
         const OnednnAttentionScratch s = member_scratch(scratch, member, T, C, n_head);
-        for (int64_t b = B * member / members; b < B * (member + 1) / members; ++b) {
+        for (int64_t b = first; b < end; ++b) {
             gather_heads(qkv, b, T, C, n_head, s);
             products.run(p.scores, member, s.q, s.k, nullptr, s.scores);
             uint16_t* probabilities = att + b * n_head * T * T;  // the stored P, [n_head x T x T]
@@ -577,10 +577,10 @@ void attention_backward_onednn(OnednnProducts& products, const float* dout, cons
     const HeadShape shape = head_shape(T, C, n_head, Precision::bf16);
     const AttentionProducts p = attention_products(T, C, n_head);
     const int64_t hs = shape.hs;
-    parallel_members(B * n_head * 2 * pair_work(shape), [&](int member, int members) {
+    parallel_items(B, n_head * 2 * pair_work(shape), [&](int member, int64_t first, int64_t end) {
         const OnednnAttentionScratch s = member_scratch(scratch, member, T, C, n_head);
         float* p_row = s.result;  // a row of P widened, before the result is needed
-        for (int64_t b = B * member / members; b < B * (member + 1) / members; ++b) {
+        for (int64_t b = first; b < end; ++b) {
             gather_heads(qkv, b, T, C, n_head, s);
             for (int64_t t = 0; t < T; ++t)
                 for (int64_t h = 0; h < n_head; ++h)
