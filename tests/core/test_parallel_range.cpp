@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -36,6 +37,14 @@ int64_t run_by_caller_beside_a_stalled_worker(int64_t n, Dispatch dispatch) {
     });
     return by_caller.load() + by_worker.load() == n ? by_caller.load() : -1;
 }
+
+// A QtTest data table of teams of 2 and 3 members, each over every n of sizes.
+void add_members_and_n_rows(std::initializer_list<int64_t> sizes) {
+    QTest::addColumn<int>("members");
+    QTest::addColumn<int64_t>("n");
+    for (int members : {2, 3})
+        for (int64_t n : sizes) QTest::addRow("%d members, n %lld", members, static_cast<long long>(n)) << members << n;
+}
 }  // namespace
 
 class TestParallelRange : public QObject {
@@ -45,13 +54,7 @@ private slots:
     void init() { WorkerTeam::shared().resize(2); }
     void cleanupTestCase() { WorkerTeam::shared().resize(1); }
 
-    void every_index_is_handed_out_once_data() {
-        QTest::addColumn<int>("members");
-        QTest::addColumn<int64_t>("n");
-        for (int members : {2, 3})
-            for (int64_t n : {3, 17, 31, 32, 33, 128, 1000, 4096, 100003})
-                QTest::addRow("%d members, n %lld", members, static_cast<long long>(n)) << members << n;
-    }
+    void every_index_is_handed_out_once_data() { add_members_and_n_rows({3, 17, 31, 32, 33, 128, 1000, 4096, 100003}); }
     void every_index_is_handed_out_once() {
         QFETCH(int, members);
         QFETCH(int64_t, n);
@@ -98,13 +101,7 @@ private slots:
     }
 
     // Attention's batch elements: 32 items on 2 members, each item using its member's scratch.
-    void items_are_balanced_and_each_member_is_one_thread_data() {
-        QTest::addColumn<int>("members");
-        QTest::addColumn<int64_t>("n");
-        for (int members : {2, 3})
-            for (int64_t n : {3, 5, 32, 128, 1001})
-                QTest::addRow("%d members, n %lld", members, static_cast<long long>(n)) << members << n;
-    }
+    void items_are_balanced_and_each_member_is_one_thread_data() { add_members_and_n_rows({3, 5, 32, 128, 1001}); }
     void items_are_balanced_and_each_member_is_one_thread() {
         QFETCH(int, members);
         QFETCH(int64_t, n);
