@@ -340,6 +340,63 @@ private slots:
         WorkerTeam::shared().resize(1);
     }
 
+    // A bf16 run's product fused with its activation: oneDNN rounding the product into codes and
+    // each member activating its rows of those codes gives the bits of the fp32 product with the
+    // epilogue rounding and activating it (GELU keeps the product's codes, ReLU runs in place).
+    void activated_codes_give_the_bits_of_the_epilogue_data() {
+        QTest::addColumn<int>("activation");
+        QTest::addColumn<int>("threads");
+        QTest::addColumn<int>("in");
+        QTest::addColumn<int>("out");
+        QTest::addColumn<int>("rows");
+        for (Activation kind : {Activation::gelu, Activation::relu})
+            for (int threads : {1, 2}) {
+                const std::string name = std::string(kind == Activation::gelu ? "gelu" : "relu") + "-" +
+                                         std::to_string(threads) + "t";
+                QTest::newRow((name + "-37x29x83").c_str()) << int(kind) << threads << 37 << 29 << 83;
+                QTest::newRow((name + "-128x512x300").c_str()) << int(kind) << threads << 128 << 512 << 300;
+            }
+    }
+    void activated_codes_give_the_bits_of_the_epilogue() {
+        QFETCH(int, activation);
+        QFETCH(int, threads);
+        QFETCH(int, in);
+        QFETCH(int, out);
+        QFETCH(int, rows);
+        const auto kind = Activation(activation);
+        const auto type = MatmulOperands::bf16;
+        QString reason;
+        if (!native_bf16_or_skip_reason(type, &reason)) QSKIP(qPrintable(reason));
+        WorkerTeam::shared().resize(threads);
+        const size_t n = size_t(rows) * out;
+        const Operand x = operand(size_t(rows) * in, 1, type), w = operand(size_t(out) * in, 2, type);
+        const Floats bias = random_values(size_t(out), 3);
+        const int64_t scratchpad = onednn_linear_scratchpad_bytes(type, in, out, rows, true, false, threads);
+        std::vector<char> scratchpads(size_t(std::max<int64_t>(1, scratchpad * threads)));
+        OnednnProducts products(threads, scratchpads.data(), scratchpad);
+        const bool in_place = kind == Activation::relu;
+
+        Floats y(n, NAN);
+        std::vector<uint16_t> want_product(n), want_activated(n);
+        ProductEpilogue epilogue{.activation = kind, .rounding = Precision::bf16,
+                                 .output_codes = in_place ? nullptr : want_product.data(),
+                                 .activated_codes = want_activated.data()};
+        onednn_linear_forward(products, type, x.data(type), w.data(type), bias.data(), y.data(), in, out, rows, &epilogue);
+
+        std::vector<uint16_t> product(n, 0xffff), activated(n, 0xffff);
+        epilogue.output_codes = nullptr;
+        epilogue.activated_codes = in_place ? product.data() : activated.data();
+        onednn_linear_forward_bf16(products, x.data(type), w.data(type), bias.data(), product.data(), in, out, rows,
+                                   &epilogue);
+        if (in_place) {
+            QVERIFY(product == want_activated);
+        } else {
+            QVERIFY(product == want_product);
+            QVERIFY(activated == want_activated);
+        }
+        WorkerTeam::shared().resize(1);
+    }
+
     // 16-bit activations with fp32 products (fp16 runs, and bf16 on CPUs without bf16 products):
     // the forward whose members widen their input rows and round their output rows themselves,
     // with and without an epilogue, and the backward that rounds dY as it transposes it, give

@@ -130,6 +130,17 @@ void activation_forward(Activation kind, const float* z, float* a, int64_t n) {
 
 void activation_forward_serial(Activation kind, const float* z, float* a, int64_t n) { forward_range(kind, z, a, 0, n); }
 
+void activation_forward_16bit_serial(Activation kind, Precision precision, const uint16_t* z, uint16_t* a, int64_t n) {
+    constexpr int64_t kPiece = 256;  // on the stack: widened, activated, rounded back
+    alignas(64) float values[kPiece];
+    for (int64_t piece = 0; piece < n; piece += kPiece) {
+        const int64_t length = std::min(kPiece, n - piece);
+        load_16bit_serial(precision, z + piece, values, length);
+        forward_range(kind, values, values, 0, length);
+        store_16bit_serial(precision, values, a + piece, length);
+    }
+}
+
 void activation_backward(Activation kind, const float* z, const float* a, float* grad, int64_t n) {
     parallel_range(n, element_work(kind),
                    [&](int64_t first, int64_t end) { backward_range(kind, z, a, grad, grad, first, end); });

@@ -10,6 +10,9 @@ void activation_forward(Activation kind, const float* z, float* a, int64_t n);
 
 // a = f(z) over n values on the calling thread (a product's epilogue runs it on its block).
 void activation_forward_serial(Activation kind, const float* z, float* a, int64_t n);
+// The same over values stored as 16-bit codes: each widened, f computed in fp32, the result
+// rounded once (a may be z). The values as activation_forward_serial of the widened z.
+void activation_forward_16bit_serial(Activation kind, Precision precision, const uint16_t* z, uint16_t* a, int64_t n);
 
 // grad *= f'(.), in place. ReLU, tanh and sigmoid express f' through the output a (so only a
 // must be saved); GELU (exact, erf form as torch's default) needs the input z.

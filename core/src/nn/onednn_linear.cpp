@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "nn/activation.hpp"
 #include "parallel/parallel_range.hpp"
 #include "precision/half_float.hpp"
 
@@ -259,11 +260,17 @@ void transpose_columns_to_bf16(const float* dy, uint16_t* dy_t, int64_t out, int
 }  // namespace
 
 void onednn_linear_forward_bf16(OnednnProducts& products, const void* x, const void* w, const float* bias,
-                                uint16_t* y, int64_t in, int64_t out, int64_t rows) {
+                                uint16_t* y, int64_t in, int64_t out, int64_t rows, const ProductEpilogue* epilogue) {
     const MatmulShape shape = linear_forward_shape(MatmulOperands::bf16, in, out, rows, bias != nullptr, true);
     const int members = members_for(in * out * rows);
     products.prepare(shape, members);
-    auto slice = [&](int member, int count) { products.run_slice(shape, member, count, x, w, bias, y); };
+    auto slice = [&](int member, int count) {
+        products.run_slice(shape, member, count, x, w, bias, y);
+        if (!epilogue) return;
+        const int64_t first = slice_row_begin(rows, member, count), end = slice_row_begin(rows, member + 1, count);
+        activation_forward_16bit_serial(epilogue->activation, Precision::bf16, y + first * out,
+                                        epilogue->activated_codes + first * out, (end - first) * out);
+    };
     parallel_members(in * out * rows, slice);
 }
 

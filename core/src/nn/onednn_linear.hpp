@@ -43,9 +43,13 @@ void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, co
 void onednn_linear_forward_16bit_rows(OnednnProducts& products, Precision precision, const uint16_t* x16,
                                       float* x_staging, const float* w, const float* bias, float* y, uint16_t* y16,
                                       int64_t in, int64_t out, int64_t rows, const ProductEpilogue* epilogue = nullptr);
-// The same rounded once into bf16 codes (a bf16 run's stored output, with no epilogue).
+// The same rounded once into bf16 codes (a bf16 run's stored output). With an epilogue (whose
+// activated_codes it reads; y may be the same storage, for an activation in place) each member
+// then applies the activation to its rows of y's codes, still in cache, and stores the result as
+// codes: the bits of apply_epilogue's, which activates the rounded product, and no fp32 output.
 void onednn_linear_forward_bf16(OnednnProducts& products, const void* x, const void* w, const float* bias,
-                                uint16_t* y, int64_t in, int64_t out, int64_t rows);
+                                uint16_t* y, int64_t in, int64_t out, int64_t rows,
+                                const ProductEpilogue* epilogue = nullptr);
 
 // Scratch floats onednn_linear_backward needs for `rows` rows on a team of up to `threads`
 // members: fp32, dY transposed; bf16, dY's codes and each member's partial dW and db.

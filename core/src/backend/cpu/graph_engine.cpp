@@ -373,7 +373,7 @@ private:
                                          plan_.grad_offset[static_cast<size_t>(op.outputs[0])] >= 0;
                 const bool has_bias = op.kind == OpKind::linear && op.params.size() > 1;
                 onednn_linear_prepare(*onednn_, onednn_operands(), shape[1], shape[0], plan_.rows(op, n),
-                                      has_bias || op.kind == OpKind::lora_linear, writes_bf16(static_cast<int>(o)),
+                                      has_bias || op.kind == OpKind::lora_linear, product_writes_bf16(static_cast<int>(o)),
                                       weight_grad,
                                       p.input_grad && plan_.grad_offset[static_cast<size_t>(op.inputs[0])] >= 0);
             }
@@ -669,13 +669,23 @@ private:
         const bool in_place = plan_.tensor_alias[static_cast<size_t>(t)] >= 0;
         if (!in_place) e.activated = fused_output(t);
         // A linear op's 16-bit results go to their storage from the epilogue itself.
-        const OpDesc& product = plan_.model.ops[static_cast<size_t>(o)];
-        if (product.kind == OpKind::linear && plan_.stored_16bit(t) && plan_.stored_16bit(product.outputs[0])) {
+        if (activates_codes(o)) {
             e.activated_codes = tensor_16bit(t);
-            if (!in_place) e.output_codes = tensor_16bit(product.outputs[0]);
+            if (!in_place) e.output_codes = tensor_16bit(plan_.model.ops[static_cast<size_t>(o)].outputs[0]);
         }
         return e;
     }
+    // A linear op fused with its activation (GraphPlan::fused_with), both results stored in 16 bits.
+    bool activates_codes(int o) const {
+        const int with = plan_.fused_with[static_cast<size_t>(o)];
+        const OpDesc& product = plan_.model.ops[static_cast<size_t>(o)];
+        return with >= 0 && product.kind == OpKind::linear &&
+               plan_.stored_16bit(plan_.model.ops[static_cast<size_t>(with)].outputs[0]) &&
+               plan_.stored_16bit(product.outputs[0]);
+    }
+    // A bf16 run's oneDNN linear op whose product oneDNN itself rounds into bf16 codes: its stored
+    // output, or the input of the activation fused with it (onednn_linear_forward_bf16).
+    bool product_writes_bf16(int o) const { return writes_bf16(o) || (bf16_products() && activates_codes(o)); }
     // Where a fused pair's second result is computed: its buffer, or output staging 1.
     float* fused_output(int t) const { return plan_.stored_16bit(t) ? buffers_.output_staging[1] : tensor(t); }
     void store_fused_output(int o, int64_t n) {
@@ -697,10 +707,14 @@ private:
                 const PackedLinear& p = plan_.packed[static_cast<size_t>(o)];
                 if (p.onednn) {
                     const auto& shape = plan_.model.params[static_cast<size_t>(op.params[0])].shape;
-                    if (writes_bf16(o)) {
+                    if (product_writes_bf16(o)) {
+                        // Fused, the product's codes are the activation's input: its own storage, or
+                        // the activation's where that runs in place.
+                        uint16_t* codes = !fused ? tensor_16bit(op.outputs[0])
+                                          : fused->output_codes ? fused->output_codes
+                                                                : fused->activated_codes;
                         onednn_linear_forward_bf16(*onednn_, onednn_input(op, n), onednn_weight(op, p),
-                                                   onednn_bias(op, p), tensor_16bit(op.outputs[0]), shape[1], shape[0],
-                                                   rows);
+                                                   onednn_bias(op, p), codes, shape[1], shape[0], rows, fused);
                         return;  // stored
                     }
                     if (widens_rows(op)) {
