@@ -14,6 +14,8 @@ namespace {
 // not depend on the number of threads. (Up to 64 samples, one per chunk, it is the plain
 // running sum.) The partial sums live on the stack: nothing is allocated.
 constexpr int64_t kSampleChunks = 64;
+// Classes whose exponentials a sample keeps for its gradient: 8 KiB of stack.
+constexpr int64_t kKeptExponentials = 1024;
 
 struct ChunkTotals {
     double loss = 0.0;
@@ -35,8 +37,17 @@ ChunkTotals cross_entropy_samples(const float* logits, const int32_t* labels, in
                 argmax = c;
             }
         }
+        // The gradient reuses the sum's exponentials where they fit on the stack (libm's exp,
+        // one value at a time, is most of this loss's time); larger vocabularies compute them
+        // again. The same values either way.
+        const bool kept = grad && classes <= kKeptExponentials;
+        double exponentials[kKeptExponentials];
         double exp_sum = 0.0;
-        for (int64_t c = 0; c < classes; ++c) exp_sum += std::exp(static_cast<double>(z[c] - max_logit));
+        for (int64_t c = 0; c < classes; ++c) {
+            const double e = std::exp(static_cast<double>(z[c] - max_logit));
+            if (kept) exponentials[c] = e;
+            exp_sum += e;
+        }
         const int32_t label = labels[s];
         const double log_sum = std::log(exp_sum);
         totals.loss += log_sum - static_cast<double>(z[label] - max_logit);
@@ -45,8 +56,8 @@ ChunkTotals cross_entropy_samples(const float* logits, const int32_t* labels, in
             float* g = grad + s * classes;
             const double inv_sum = 1.0 / exp_sum;
             for (int64_t c = 0; c < classes; ++c) {
-                const double p = std::exp(static_cast<double>(z[c] - max_logit)) * inv_sum;
-                g[c] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) * grad_scale);
+                const double e = kept ? exponentials[c] : std::exp(static_cast<double>(z[c] - max_logit));
+                g[c] = static_cast<float>((e * inv_sum - (c == label ? 1.0 : 0.0)) * grad_scale);
             }
         }
     }
