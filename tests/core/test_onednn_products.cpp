@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -150,6 +151,41 @@ double distance(const std::vector<float>& a, const std::vector<float>& b) {
     return std::sqrt(d / std::max(n, 1e-30));
 }
 
+// A linear layer of `in` x `out` over `rows` rows followed by an activation, as a test row.
+struct ActivationShape {
+    const char* name;
+    int in, out, rows;
+};
+struct ActivationCase {
+    Activation kind;
+    int threads, in, out, rows;
+};
+
+// A QtTest data table: GELU and ReLU on 1 and 2 threads over each of `shapes`.
+void add_activation_rows(std::initializer_list<ActivationShape> shapes) {
+    QTest::addColumn<int>("activation");
+    QTest::addColumn<int>("threads");
+    QTest::addColumn<int>("in");
+    QTest::addColumn<int>("out");
+    QTest::addColumn<int>("rows");
+    for (Activation kind : {Activation::gelu, Activation::relu})
+        for (int threads : {1, 2})
+            for (const ActivationShape& shape : shapes)
+                QTest::newRow((std::string(kind == Activation::gelu ? "gelu" : "relu") + "-" + std::to_string(threads) +
+                               "t-" + shape.name).c_str())
+                    << int(kind) << threads << shape.in << shape.out << shape.rows;
+}
+
+// The current row of such a table (QFETCH reads it from the running test function's data).
+ActivationCase fetch_activation_case() {
+    QFETCH(int, activation);
+    QFETCH(int, threads);
+    QFETCH(int, in);
+    QFETCH(int, out);
+    QFETCH(int, rows);
+    return {Activation(activation), threads, in, out, rows};
+}
+
 }  // namespace
 
 class TestOnednnProducts : public QObject {
@@ -268,28 +304,13 @@ private slots:
     // ReLU its output; shapes whose weight gradient transposes dY (two threads, fewer rows than
     // inputs) cannot take codes and say so.
     void activation_codes_give_the_bits_of_separate_passes_data() {
-        QTest::addColumn<int>("activation");
-        QTest::addColumn<int>("threads");
-        QTest::addColumn<int>("in");
-        QTest::addColumn<int>("out");
-        QTest::addColumn<int>("rows");
-        for (Activation kind : {Activation::gelu, Activation::relu})
-            for (int threads : {1, 2}) {
-                const std::string name = std::string(kind == Activation::gelu ? "gelu" : "relu") + "-" +
-                                         std::to_string(threads) + "t";
-                QTest::newRow((name + "-37x29x83").c_str()) << int(kind) << threads << 37 << 29 << 83;
-                // dY longer than the activation's blocks, with a tail
-                QTest::newRow((name + "-161x130x517").c_str()) << int(kind) << threads << 161 << 130 << 517;
-                QTest::newRow((name + "-transposed-300x130x163").c_str()) << int(kind) << threads << 300 << 130 << 163;
-            }
+        // dY longer than the activation's blocks, with a tail; and a shape whose weight gradient
+        // transposes dY on two threads
+        add_activation_rows({{"37x29x83", 37, 29, 83}, {"161x130x517", 161, 130, 517},
+                             {"transposed-300x130x163", 300, 130, 163}});
     }
     void activation_codes_give_the_bits_of_separate_passes() {
-        QFETCH(int, activation);
-        QFETCH(int, threads);
-        QFETCH(int, in);
-        QFETCH(int, out);
-        QFETCH(int, rows);
-        const auto kind = Activation(activation);
+        const auto [kind, threads, in, out, rows] = fetch_activation_case();
         const auto type = MatmulOperands::bf16;
         QString reason;
         if (!native_bf16_or_skip_reason(type, &reason)) QSKIP(qPrintable(reason));
@@ -344,26 +365,10 @@ private slots:
     // each member activating its rows of those codes gives the bits of the fp32 product with the
     // epilogue rounding and activating it (GELU keeps the product's codes, ReLU runs in place).
     void activated_codes_give_the_bits_of_the_epilogue_data() {
-        QTest::addColumn<int>("activation");
-        QTest::addColumn<int>("threads");
-        QTest::addColumn<int>("in");
-        QTest::addColumn<int>("out");
-        QTest::addColumn<int>("rows");
-        for (Activation kind : {Activation::gelu, Activation::relu})
-            for (int threads : {1, 2}) {
-                const std::string name = std::string(kind == Activation::gelu ? "gelu" : "relu") + "-" +
-                                         std::to_string(threads) + "t";
-                QTest::newRow((name + "-37x29x83").c_str()) << int(kind) << threads << 37 << 29 << 83;
-                QTest::newRow((name + "-128x512x300").c_str()) << int(kind) << threads << 128 << 512 << 300;
-            }
+        add_activation_rows({{"37x29x83", 37, 29, 83}, {"128x512x300", 128, 512, 300}});
     }
     void activated_codes_give_the_bits_of_the_epilogue() {
-        QFETCH(int, activation);
-        QFETCH(int, threads);
-        QFETCH(int, in);
-        QFETCH(int, out);
-        QFETCH(int, rows);
-        const auto kind = Activation(activation);
+        const auto [kind, threads, in, out, rows] = fetch_activation_case();
         const auto type = MatmulOperands::bf16;
         QString reason;
         if (!native_bf16_or_skip_reason(type, &reason)) QSKIP(qPrintable(reason));
