@@ -8,5 +8,12 @@ GPT = ["--model", "gpt", "--dataset", "kjv", "--n-layer", "4", "--n-head", "4", 
 MLP = ["--dataset", "fashion-mnist", "--hidden", "1024,1024", "--batch-size", "256", "--step-size", "1",
        "--optimizer", "adam", "--lr", "1e-3"]
 MODELS = {"gpt": GPT, "mlp": MLP}
+
+
+def run_flags(model, precision, threads):
+    """A benchmark model's `trainbench-cli train` flags in one precision on `threads` threads,
+    its data in order from seed 1, as every timed run of ours takes them."""
+    return [*MODELS[model], "--precision", precision, "--threads", str(threads), "--no-shuffle", "--seed", "1"]
+
 # Updates per turn where runs take turns (bench/turns.py): the GPT's take 50-100 ms, the MLP's 5-10.
 TURN = {"gpt": 6, "mlp": 40}

@@ -24,14 +24,14 @@ import subprocess
 import sys
 import tempfile
 
-from benchmark_models import GPT, MLP, TURN
+from benchmark_models import TURN, run_flags
 from turns import median_of, ratios_by_cycle, time_in_turns
 
 
 def median_update_ms(cli, model, precision, args, workdir):
     csv_path = os.path.join(workdir, "metrics.csv")
-    command = [cli, "train", *(GPT if model == "gpt" else MLP), "--precision", precision, "--threads", str(args.threads),
-               "--max-steps", str(args.updates), "--no-shuffle", "--seed", "1", "--metrics-out", csv_path]
+    command = [cli, "train", *run_flags(model, precision, args.threads), "--max-steps", str(args.updates),
+               "--metrics-out", csv_path]
     run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"{' '.join(command)} failed: {run.stderr.strip().splitlines()[-1:]}")
@@ -80,8 +80,7 @@ def compare_in_turns(cases, args):
     print("| --- | ---: | ---: | ---: | --- |")
     with tempfile.TemporaryDirectory() as workdir:
         for model, precision in cases:
-            flags = [*(GPT if model == "gpt" else MLP), "--precision", precision, "--threads", str(args.threads),
-                     "--no-shuffle", "--seed", "1"]
+            flags = run_flags(model, precision, args.threads)
             turns = time_in_turns({"before": (args.before, flags), "after": (args.after, flags)}, TURN[model],
                                   args.cycles, 2, workdir)
             b, a = median_of(turns["before"]), median_of(turns["after"])

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from benchmark_models import GPT, MLP
+from benchmark_models import run_flags
 from benchmarks_doc import ROOT, measured_line, replace_section
 
 PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with python3-torch
@@ -85,9 +85,8 @@ def openblas_environment():
 
 def ours(model, precision, products, workdir):
     csv_path = os.path.join(workdir, f"ours_{model}_{precision}_{products}.csv")
-    args = [CLI, "train", *(GPT if model == "gpt" else MLP), "--precision", precision, "--cpu-products", products,
-            "--threads", str(ARGS.threads), "--max-steps", str(ARGS.updates), "--no-shuffle", "--seed", "1",
-            "--metrics-out", csv_path]
+    args = [CLI, "train", *run_flags(model, precision, ARGS.threads), "--cpu-products", products,
+            "--max-steps", str(ARGS.updates), "--metrics-out", csv_path]
     log = subprocess.run(args, capture_output=True, text=True)
     if log.returncode != 0:
         sys.exit(f"{' '.join(args)} failed: {log.stderr.strip().splitlines()[-1:]}")

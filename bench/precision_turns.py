@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from benchmark_models import MODELS, TURN
+from benchmark_models import TURN, run_flags
 from benchmarks_doc import measured_line, replace_section
 from turns import median_of, ratios_by_cycle, time_in_turns
 
@@ -42,8 +42,7 @@ def parse_args():
 def measure(cli, model, args, workdir):
     """Each precision's median over all its counted updates, and the ratios to fp32 cycle by cycle
     (the median, lowest and highest of the cycles' ratios)."""
-    runs = {p: (cli, [*MODELS[model], "--precision", p, "--threads", str(args.threads), "--no-shuffle", "--seed", "1"])
-            for p in PRECISIONS}
+    runs = {p: (cli, run_flags(model, p, args.threads)) for p in PRECISIONS}
     turns = time_in_turns(runs, args.turn or TURN[model], args.cycles, args.warmup_cycles, workdir)
     median = {p: median_of(turns[p]) for p in PRECISIONS}
     by_cycle = {}
