@@ -1,8 +1,9 @@
-// The engine's bulk fp16 conversions (store_16bit, load_16bit, round_to_16bit), which use the
-// CPU's AVX-512 and F16C instructions where the build targets them, give the bits of the scalar
-// float_to_fp16 and fp16_to_float for every fp16 code, every rounding boundary between two
-// codes, overflow, subnormals, infinities and NaNs with their payloads; so a run's bits do not
-// depend on which values fell into a vector of sixteen, one of eight or the scalar tail.
+// The engine's bulk fp16 conversions (store_16bit, load_16bit, round_to_16bit and the strided
+// *_16bit_rows), which use the CPU's AVX-512 and F16C instructions where the build targets
+// them, give the bits of the scalar float_to_fp16 and fp16_to_float for every fp16 code, every
+// rounding boundary between two codes, overflow, subnormals, infinities and NaNs with their
+// payloads; so a run's bits do not depend on which values fell into a vector of sixteen, one of
+// eight or the scalar tail.
 #include <QtTest>
 
 #include <cstring>
@@ -78,6 +79,37 @@ private slots:
         for (size_t i = 0; i < values.size(); ++i) {
             const float scalar = fp16_to_float(float_to_fp16(values[i]));
             QVERIFY2(same_bits(&rounded[i], &scalar, 4), qPrintable(QString("0x%1").arg(float_bits(values[i]), 8, 16)));
+        }
+    }
+
+    // load_16bit_rows and store_16bit_rows (a head's columns of a wider tensor): each row's
+    // values converted as the scalar functions convert them, whatever its length (16-, 8-wide
+    // vectors and a tail), and nothing written between the rows.
+    void strided_rows_convert_as_the_scalar_functions() {
+        const std::vector<float> values = boundary_floats();
+        for (Precision precision : {Precision::fp16, Precision::bf16}) {
+            auto to_code = [&](float v) { return precision == Precision::fp16 ? float_to_fp16(v) : float_to_bf16(v); };
+            auto to_value = [&](uint16_t h) { return precision == Precision::fp16 ? fp16_to_float(h) : bf16_to_float(h); };
+            for (int64_t columns : {1, 7, 8, 16, 32, 37}) {
+                const int64_t rows = 5, wide = 3 * columns + 5, narrow = columns + 3;
+                std::vector<uint16_t> codes(rows * wide, 0xabcd);
+                std::vector<float> widened(rows * narrow, -7.0f);
+                store_16bit_rows(precision, values.data(), narrow, codes.data() + 2, wide, rows, columns);
+                load_16bit_rows(precision, codes.data() + 2, wide, widened.data(), narrow, rows, columns);
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t c = 0; c < wide; ++c) {
+                        const bool inside = c >= 2 && c < 2 + columns;
+                        const uint16_t expected = inside ? to_code(values[size_t(r * narrow + c - 2)]) : uint16_t{0xabcd};
+                        QVERIFY2(codes[size_t(r * wide + c)] == expected,
+                                 qPrintable(QString("columns %1, row %2, column %3").arg(columns).arg(r).arg(c)));
+                    }
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t c = 0; c < narrow; ++c) {
+                        const float expected = c < columns ? to_value(codes[size_t(r * wide + c + 2)]) : -7.0f;
+                        QVERIFY2(same_bits(&widened[size_t(r * narrow + c)], &expected, 4),
+                                 qPrintable(QString("columns %1, row %2, column %3").arg(columns).arg(r).arg(c)));
+                    }
+            }
         }
     }
 };

@@ -351,9 +351,8 @@ namespace {
 // Pair (b, h)'s q, k and v from qkv's 16-bit codes into three contiguous T x hs blocks.
 void widen_pair(Precision precision, const uint16_t* qkv, int64_t b, int64_t h, const HeadShape& s, float* into) {
     for (int part = 0; part < 3; ++part)
-        for (int64_t t = 0; t < s.T; ++t)
-            load_16bit_serial(precision, qkv + (b * s.T + t) * 3 * s.C + part * s.C + h * s.hs,
-                              into + (part * s.T + t) * s.hs, s.hs);
+        load_16bit_rows(precision, qkv + b * s.T * 3 * s.C + part * s.C + h * s.hs, 3 * s.C, into + part * s.T * s.hs,
+                        s.hs, s.T, s.hs);
 }
 
 }  // namespace
@@ -374,7 +373,7 @@ void attention_forward_16bit(Precision precision, const uint16_t* qkv, uint16_t*
             pair_forward(s, ConstView(q, T, hs, rows), ConstView(q + T * hs, T, hs, rows),
                          ConstView(q + 2 * T * hs, T, hs, rows), View(y, T, hs, rows), a);
             store_16bit_serial(precision, a, att + pair * T * T, T * T);  // rounded already: exact
-            for (int64_t t = 0; t < T; ++t) store_16bit_serial(precision, y + t * hs, out + (b * T + t) * C + h * hs, hs);
+            store_16bit_rows(precision, y, hs, out + b * T * C + h * hs, C, T, hs);
         }
     });
 }
@@ -393,8 +392,10 @@ void attention_backward_16bit(Precision precision, const float* dout, const uint
             const int64_t b = pair / n_head, h = pair % n_head;
             widen_pair(precision, qkv, b, h, s, q);
             // Row t of P up to the end of its row tile: the rest is never read (pair_backward).
-            for (int64_t t = 0; t < T; ++t)
-                load_16bit_serial(precision, att + (pair * T + t) * T, p + t * T, std::min(T, (t / kTile + 1) * kTile));
+            for (int64_t t0 = 0; t0 < T; t0 += kTile) {
+                const int64_t tile_end = std::min(T, t0 + kTile);
+                load_16bit_rows(precision, att + (pair * T + t0) * T, T, p + t0 * T, T, tile_end - t0, tile_end);
+            }
             float* dbase = dqkv + b * T * 3 * C + h * hs;
             pair_backward(s, ConstView(q, T, hs, rows), ConstView(q + T * hs, T, hs, rows),
                           ConstView(q + 2 * T * hs, T, hs, rows),

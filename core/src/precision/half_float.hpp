@@ -67,6 +67,12 @@ void store_16bit_serial(Precision precision, const float* source, uint16_t* dest
 void load_16bit(Precision precision, const uint16_t* source, float* destination, int64_t n);
 // The same on the calling thread.
 void load_16bit_serial(Precision precision, const uint16_t* source, float* destination, int64_t n);
+// A block of `rows` rows of `columns` values each, row r at source + r * source_row, into
+// destination + r * destination_row (and back): a head's columns of a wider tensor.
+void load_16bit_rows(Precision precision, const uint16_t* source, int64_t source_row, float* destination,
+                     int64_t destination_row, int64_t rows, int64_t columns);
+void store_16bit_rows(Precision precision, const float* source, int64_t source_row, uint16_t* destination,
+                      int64_t destination_row, int64_t rows, int64_t columns);
 // Rounds in place to the nearest value representable in 16 bits (fp16 overflows to inf).
 void round_to_16bit(Precision precision, float* values, int64_t n);
 // The same on the calling thread (inside a kernel that already has its share of the work).
