@@ -1,7 +1,8 @@
 // --fused on|off, the knob that does what torch.compile does: the pairs the planner fuses
 // (a product and the activation after it, a residual add and the LayerNorm after it, never
 // across checkpointing segments), each fused kernel against the ops it replaces (bit for bit in
-// fp32, and in 16-bit runs with the stored rounding in between), eager attention and the eager
+// fp32, and in 16-bit runs with the stored rounding in between; the activations on 16-bit codes
+// against widening, activating and rounding), eager attention and the eager
 // optimizer against their fused forms, the whole GPT, MLP and CNN training the same up to float
 // rounding either way, and the bytes the plan counts: fewer fused, by exactly the passes that
 // write an intermediate and read it back. The GPT and CNN against PyTorch, fused and eager, are
@@ -245,6 +246,72 @@ private slots:
             QVERIFY(same_bits(fused_z, z));
             QVERIFY(same_bits(fused_a, a));
         }
+    }
+
+    // Activations on 16-bit codes (sixteen at a time in registers where the build has AVX-512,
+    // the rest staged): the bits of widening the codes, the fp32 activation and rounding. Lengths
+    // around a register and a block, two threads (whose shares end in tails), and the edges:
+    // NaNs, infinities, zeros of both signs, subnormals.
+    void activations_on_codes_are_the_activation_of_the_widened_values_data() {
+        QTest::addColumn<int>("activation");
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<int>("threads");
+        for (Activation a : {Activation::relu, Activation::gelu, Activation::tanh, Activation::sigmoid})
+            for (Precision p : {Precision::bf16, Precision::fp16})
+                for (int threads : {1, 2})
+                    QTest::newRow(qPrintable(QString::fromStdString(to_string(a) + "-" + to_string(p)) +
+                                             QString("-%1-threads").arg(threads)))
+                        << int(a) << int(p) << threads;
+    }
+    void activations_on_codes_are_the_activation_of_the_widened_values() {
+        QFETCH(int, activation);
+        QFETCH(int, precision);
+        QFETCH(int, threads);
+        const auto kind = Activation(activation);
+        const auto p = Precision(precision);
+        WorkerTeam::shared().resize(threads);
+        for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{4099}, int64_t{70001}}) {
+            const size_t count = static_cast<size_t>(n);
+            std::vector<float> values = random_values(count, 11, 3.0f), grad = random_values(count, 12);
+            const float edges[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f, 1e-20f, 70000.0f};
+            for (size_t e = 0; e < std::size(edges); ++e) {
+                values[(e * 7) % count] = edges[e];
+                grad[(e * 5 + 3) % count] = edges[(e + 3) % std::size(edges)];
+            }
+            // Signalling NaNs in the gradient, which ReLU's backward passes on where its output is
+            // positive: the rounding quiets them.
+            for (size_t i = 2; i < count; i += 97) grad[i] = bits_float(i % 2 ? 0x7f800001u : 0xff812345u);
+            std::vector<uint16_t> codes(count);
+            store_16bit(p, values.data(), codes.data(), n);
+            std::vector<float> widened(count);
+            load_16bit(p, codes.data(), widened.data(), n);
+            const QString where = QString("n = %1").arg(n);
+
+            std::vector<float> activated(count);
+            activation_forward(kind, widened.data(), activated.data(), n);
+            std::vector<uint16_t> want_codes(count), got_codes(count, 0x1234);
+            store_16bit(p, activated.data(), want_codes.data(), n);
+            activation_forward_16bit_serial(kind, p, codes.data(), got_codes.data(), n);
+            QVERIFY2(got_codes == want_codes, qPrintable("forward, " + where));
+
+            // f' from the saved codes: z for GELU, the output for the others.
+            std::vector<float> want_grad = grad;
+            const bool from_input = activation_needs_input(kind);
+            activation_backward(kind, from_input ? widened.data() : nullptr, from_input ? nullptr : widened.data(),
+                                want_grad.data(), n);
+            std::vector<float> got_grad = grad, staging(count);
+            activation_backward_16bit(kind, p, codes.data(), staging.data(), got_grad.data(), n);
+            QVERIFY2(same_bits(got_grad, want_grad), qPrintable("backward, " + where));
+            if (p != Precision::bf16) continue;
+            // bf16 runs hand the gradient to the product before as its codes, grad only read.
+            std::vector<uint16_t> want_dy(count), got_dy(count, 0x1234);
+            store_16bit(Precision::bf16, want_grad.data(), want_dy.data(), n);
+            got_grad = grad;
+            activation_backward_16bit(kind, p, codes.data(), staging.data(), got_grad.data(), n, got_dy.data());
+            QVERIFY2(got_dy == want_dy, qPrintable("backward to codes, " + where));
+            QVERIFY2(same_bits(got_grad, grad), qPrintable("backward to codes reads grad only, " + where));
+        }
+        WorkerTeam::shared().resize(2);
     }
 
     void the_residual_layernorm_is_the_add_then_the_layernorm_data() {

@@ -11,6 +11,7 @@
 
 #include "parallel/parallel_range.hpp"
 #include "precision/half_float.hpp"
+#include "precision/half_float_avx512.hpp"
 
 // GCC 12 warns that the AVX-512 intrinsics Eigen's vector erf and exp expand to leave their own
 // unused "undefined" operands uninitialized (as in nn/onednn_linear.cpp): not this code's.
@@ -52,25 +53,75 @@ Packet gelu_gate(const Packet& z) {
     return vec::pmul(vec::pset1<Packet>(0.5f), vec::padd(vec::pset1<Packet>(1.0f), erf));
 }
 
+Packet gelu(const Packet& x) { return vec::pmul(x, gelu_gate(x)); }
+
+// grad d/dz [z Phi(z)] = grad (Phi(z) + z phi(z)), phi(z) = exp(-z^2 / 2) / sqrt(2 pi).
+Packet gelu_backward(const Packet& x, const Packet& grad) {
+    const Packet density =
+        vec::pmul(vec::pset1<Packet>(kInvSqrt2Pi), vec::pexp(vec::pmul(vec::pset1<Packet>(-0.5f), vec::pmul(x, x))));
+    return vec::pmul(grad, vec::padd(gelu_gate(x), vec::pmul(x, density)));
+}
+
 void gelu_forward_range(const float* z, float* a, int64_t first, int64_t end) {
     for (int64_t i = first; i < end; i += kLanes) {
         const int64_t count = std::min(kLanes, end - i);
-        const Packet x = load(z + i, count);
-        store(a + i, vec::pmul(x, gelu_gate(x)), count);
+        store(a + i, gelu(load(z + i, count)), count);
     }
 }
 
-// d/dz [z Phi(z)] = Phi(z) + z phi(z), phi(z) = exp(-z^2 / 2) / sqrt(2 pi).
 void gelu_backward_range(const float* z, const float* grad, float* result, int64_t first, int64_t end) {
     for (int64_t i = first; i < end; i += kLanes) {
         const int64_t count = std::min(kLanes, end - i);
-        const Packet x = load(z + i, count);
-        const Packet density = vec::pmul(vec::pset1<Packet>(kInvSqrt2Pi),
-                                         vec::pexp(vec::pmul(vec::pset1<Packet>(-0.5f), vec::pmul(x, x))));
-        const Packet slope = vec::padd(gelu_gate(x), vec::pmul(x, density));
-        store(result + i, vec::pmul(load(grad + i, count), slope), count);
+        store(result + i, gelu_backward(load(z + i, count), load(grad + i, count)), count);
     }
 }
+
+// GELU and ReLU on 16-bit codes sixteen at a time in registers, where the build has AVX-512:
+// widened, activated (or their gradient computed) and rounded without a staging buffer or a
+// piece on the stack. The arithmetic is forward_range's and backward_range's vector arithmetic,
+// so the bits are theirs. Each returns where it stopped: the rest (a tail shorter than a
+// register, or every element of the other kinds) is left to the staged path.
+#if defined(__AVX512F__)
+static_assert(kLanes == 16, "AVX-512 builds: Eigen's float packet is one register of sixteen");
+
+bool activates_in_registers(Activation kind) { return kind == Activation::gelu || kind == Activation::relu; }
+
+// z > 0 ? z : 0 (and a > 0 ? grad : 0), as forward_range's and backward_range's selects.
+Packet positive_or_zero(const Packet& test, const Packet& value) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(test, _mm512_setzero_ps(), _CMP_GT_OQ), value);
+}
+
+int64_t forward_codes_in_registers(Activation kind, Precision precision, const uint16_t* z, uint16_t* a, int64_t n) {
+    if (!activates_in_registers(kind)) return 0;
+    const int64_t whole = n / kLanes * kLanes;
+    for (int64_t i = 0; i < whole; i += kLanes) {
+        const Packet x = widen_16_codes(precision, z + i);
+        round_16_codes(precision, kind == Activation::gelu ? gelu(x) : positive_or_zero(x, x), a + i);
+    }
+    return whole;
+}
+
+// grad f'(.) over [first, end) from the saved codes (z for GELU, a for ReLU): into grad, or
+// rounded into dy_codes (bf16) where given.
+int64_t backward_codes_in_registers(Activation kind, Precision precision, const uint16_t* saved, float* grad,
+                                    uint16_t* dy_codes, int64_t first, int64_t end) {
+    if (!activates_in_registers(kind)) return first;
+    const int64_t whole = first + (end - first) / kLanes * kLanes;
+    for (int64_t i = first; i < whole; i += kLanes) {
+        const Packet x = widen_16_codes(precision, saved + i);
+        const Packet g = vec::ploadu<Packet>(grad + i);
+        const Packet result = kind == Activation::gelu ? gelu_backward(x, g) : positive_or_zero(x, g);
+        if (dy_codes) round_16_codes(Precision::bf16, result, dy_codes + i);
+        else vec::pstoreu(grad + i, result);
+    }
+    return whole;
+}
+#else
+int64_t forward_codes_in_registers(Activation, Precision, const uint16_t*, uint16_t*, int64_t) { return 0; }
+int64_t backward_codes_in_registers(Activation, Precision, const uint16_t*, float*, uint16_t*, int64_t first, int64_t) {
+    return first;
+}
+#endif
 
 // Rough cost of one element in multiply-adds, for parallel_range's is-it-worth-waking-the-team
 // test: ReLU is a compare; tanh and sigmoid call libm; GELU's erf and exp are vector
@@ -131,9 +182,10 @@ void activation_forward(Activation kind, const float* z, float* a, int64_t n) {
 void activation_forward_serial(Activation kind, const float* z, float* a, int64_t n) { forward_range(kind, z, a, 0, n); }
 
 void activation_forward_16bit_serial(Activation kind, Precision precision, const uint16_t* z, uint16_t* a, int64_t n) {
+    const int64_t done = forward_codes_in_registers(kind, precision, z, a, n);
     constexpr int64_t kPiece = 256;  // on the stack: widened, activated, rounded back
     alignas(64) float values[kPiece];
-    for (int64_t piece = 0; piece < n; piece += kPiece) {
+    for (int64_t piece = done; piece < n; piece += kPiece) {
         const int64_t length = std::min(kPiece, n - piece);
         load_16bit_serial(precision, z + piece, values, length);
         forward_range(kind, values, values, 0, length);
@@ -156,8 +208,9 @@ void activation_backward_16bit(Activation kind, Precision precision, const uint1
     constexpr int64_t kCodesPiece = 256;
     const bool from_input = activation_needs_input(kind);
     parallel_range(n, element_work(kind) + 2, [&](int64_t first, int64_t end) {
-        float* widened = staging + first;
-        for (int64_t block = first; block < end; block += kBlock) {
+        const int64_t done = backward_codes_in_registers(kind, precision, saved, grad, dy_codes, first, end);
+        float* widened = staging + done;
+        for (int64_t block = done; block < end; block += kBlock) {
             const int64_t count = std::min(end, block + kBlock) - block;
             load_16bit_serial(precision, saved + block, widened, count);
             if (!dy_codes) {
