@@ -15,11 +15,14 @@ set-up there. bench/product_peaks first measures each product kernel's peak and 
 engine's Linear products reach.
 
 Every case runs once per round, the order rotating between rounds; a case's time is the median
-of its rounds' medians (each round's median after --warmup updates). The issue's targets are
+of its rounds' medians (each round's median after --warmup updates). Our own precisions are then
+also timed in turns (bench/precision_turns.py, --cycles cycles): the ratios of bf16 and fp16 to
+our fp32 are taken from those, since runs one after the other can fall in different phases of a
+host whose speed swings (the rounds' ratios are printed beside them). The issue's targets are
 printed as met or not. With --doc the generated section named --section (one per machine) in
 docs/BENCHMARKS.md is replaced, or appended under --heading where it is not there yet.
 
-    bench/mixed_precision_cpu.py --build build [--threads 2] [--rounds 3] [--updates 40]
+    bench/mixed_precision_cpu.py --build build [--threads 2] [--rounds 3] [--updates 40] [--cycles 30]
         [--doc docs/BENCHMARKS.md [--section NAME --heading TEXT]]
 """
 import argparse
@@ -33,8 +36,9 @@ import sys
 import tempfile
 import time
 
-from benchmark_models import run_flags
+from benchmark_models import TURN, run_flags
 from benchmarks_doc import ROOT, measured_line, replace_section
+from precision_turns import measure as measure_in_turns
 
 PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one with python3-torch
 
@@ -46,6 +50,8 @@ def parse_args():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--updates", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--cycles", type=int, default=30,
+                        help="counted cycles of our precisions timed in turns (default: %(default)s)")
     parser.add_argument("--doc", help="docs/BENCHMARKS.md to update")
     parser.add_argument("--section", default="cpu-mixed-precision",
                         help="the generated section's name in --doc, one per machine measured (default: %(default)s)")
@@ -144,6 +150,11 @@ def main():
                 else:
                     ms = torch(case[1], case[2], case[3], blas_env)
                 times[case].append(ms)
+        # Our own precisions in turns: their ratios to our fp32 without the host's phases.
+        turns = {}
+        for model in ("gpt", "mlp"):
+            print(f"turns: {model}, 2 + {ARGS.cycles} cycles", file=sys.stderr)
+            turns[model] = measure_in_turns(CLI, model, ARGS.threads, ARGS.cycles, 2, workdir)
     median = {case: statistics.median(v) for case, v in times.items()}
     load = open("/proc/loadavg").read().split()[:3]
 
@@ -156,15 +167,18 @@ def main():
     checks = []
     for model, bf16_ratio, torch_bf16_factor in (("gpt", 0.6, 1.3), ("mlp", 0.55, 1.5)):
         fp32, bf16, fp16 = ours_ms(model, "fp32"), ours_ms(model, "bf16"), ours_ms(model, "fp16")
-        torch_fp32, torch_bf16 = torch_best(model, "fp32")[0], torch_best(model, "bf16")[0]
+        torch_bf16 = torch_best(model, "bf16")[0]
         fp32_rounds = [t / o for t, o in zip(times[("torch", model, "fp32", torch_best(model, "fp32")[1])],
                                              times[("trainbench", model, "fp32", "auto")])]
+        by_cycle = turns[model][1]
         checks += [
-            (f"{model}: bf16 update at most {bf16_ratio}x our fp32", bf16 / fp32, bf16 / fp32 <= bf16_ratio),
+            (f"{model}: bf16 update at most {bf16_ratio}x our fp32, timed in turns (the rounds' medians: "
+             f"{bf16 / fp32:.2f})", by_cycle["bf16"][0], by_cycle["bf16"][0] <= bf16_ratio),
             (f"{model}: bf16 at least {torch_bf16_factor}x faster than PyTorch's bf16 autocast", torch_bf16 / bf16,
              torch_bf16 / bf16 >= torch_bf16_factor),
             (f"{model}: fp32 at least 1.5x PyTorch's fp32 in every round", min(fp32_rounds), min(fp32_rounds) >= 1.5),
-            (f"{model}: fp16 within 5% of fp32", fp16 / fp32, fp16 / fp32 <= 1.05),
+            (f"{model}: fp16 within 5% of fp32, timed in turns (the rounds' medians: {fp16 / fp32:.2f})",
+             by_cycle["fp16"][0], by_cycle["fp16"][0] <= 1.05),
         ]
     bf16_peak = next((p for p in peaks if "bf16" in p.get("kernel", "") and "peak_gflops" in p), None)
     if bf16_peak:
@@ -178,7 +192,7 @@ def main():
              + ", ".join(sorted(f for f in cpu_flags() if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))) + ". "
              + blas_note + ".", "",
              f"Command: `bench/mixed_precision_cpu.py --build BUILD --threads {ARGS.threads} --rounds {ARGS.rounds} "
-             f"--updates {ARGS.updates}`.", "",
+             f"--updates {ARGS.updates} --cycles {ARGS.cycles}`.", "",
              "Product kernels (bench/product_peaks: peak = best square product, 1024^3 or 2048^3; the engine's Linear "
              "products of one update of each model, forward, input and weight gradients, as the engine runs them):", "",
              "| kernel | peak GFLOP/s | GPT update's products | MLP update's products |",
@@ -204,6 +218,14 @@ def main():
                 name = f"PyTorch eager {case[2]}{' autocast' if case[2] == 'bf16' else ''}, {case[3]} thread{'s' if case[3] > 1 else ''}"
             rounds = ", ".join(f"{t:.1f}" for t in times[case])
             lines.append(f"| {name} | {median[case]:.1f} | {rounds} | {median[case] / base:.2f}x |")
+    lines += ["", f"Our precisions timed in turns (bench/precision_turns.py's measure: {ARGS.cycles} counted cycles "
+              f"after 2, turns of GPT {TURN['gpt']} and MLP {TURN['mlp']} updates, the first of each not counted): "
+              "ms per update (median of the counted updates) and the ratio to fp32 by cycle, median (lowest-highest):", "",
+              "| model | fp32 ms | bf16 ms | fp16 ms | bf16 / fp32 | fp16 / fp32 |", "| --- | ---: | ---: | ---: | --- | --- |"]
+    for model in ("gpt", "mlp"):
+        ms, by_cycle = turns[model]
+        ratio_cells = [f"{by_cycle[p][0]:.3f} ({by_cycle[p][1]:.2f}-{by_cycle[p][2]:.2f})" for p in ("bf16", "fp16")]
+        lines.append(f"| {model.upper()} | {ms['fp32']:.1f} | {ms['bf16']:.1f} | {ms['fp16']:.1f} | " + " | ".join(ratio_cells) + " |")
     lines += ["", "Targets (issue 29), as measured in this run:", ""]
     for text, value, met in checks:
         lines.append(f"- {'met' if met else '**not met**'}: {text} ({value:.2f})")
@@ -212,6 +234,7 @@ def main():
     if ARGS.json_out:
         with open(ARGS.json_out, "w") as f:
             json.dump({"peaks": peaks, "times": {" ".join(map(str, c)): v for c, v in times.items()},
+                       "turns": {m: {"ms": ms, "by_cycle": by_cycle} for m, (ms, by_cycle) in turns.items()},
                        "checks": [{"target": t, "value": v, "met": m} for t, v, m in checks]}, f, indent=1)
     if ARGS.doc:
         replace_section(ARGS.doc, BEGIN, END, lines, ARGS.heading)
