@@ -1,6 +1,7 @@
-// The engine's bulk fp16 conversions (store_16bit, load_16bit, round_to_16bit and the strided
-// *_16bit_rows), which use the CPU's AVX-512 and F16C instructions where the build targets
-// them, give the bits of the scalar float_to_fp16 and fp16_to_float for every fp16 code, every
+// The engine's bulk fp16 and bf16 conversions (store_16bit, load_16bit, round_to_16bit, the
+// strided *_16bit_rows and the inline *_16bit_serial they share), which use the CPU's AVX-512
+// and F16C instructions where the build targets them, give the bits of the scalar functions
+// (float_to_fp16 and fp16_to_float, float_to_bf16 and bf16_to_float) for every code, every
 // rounding boundary between two codes, overflow, subnormals, infinities and NaNs with their
 // payloads; so a run's bits do not depend on which values fell into a vector of sixteen, one of
 // eight or the scalar tail.
@@ -80,6 +81,31 @@ private slots:
             const float scalar = fp16_to_float(float_to_fp16(values[i]));
             QVERIFY2(same_bits(&rounded[i], &scalar, 4), qPrintable(QString("0x%1").arg(float_bits(values[i]), 8, 16)));
         }
+    }
+
+    // bf16 the same way: every code widened, every value of the boundary set rounded, as
+    // bf16_to_float and float_to_bf16 do (in registers of sixteen where the build has AVX-512).
+    void every_bf16_code_and_boundary_converts_as_the_scalar_functions() {
+        std::vector<uint16_t> codes(65536);
+        for (uint32_t h = 0; h < 65536; ++h) codes[h] = static_cast<uint16_t>(h);
+        std::vector<float> widened(codes.size());
+        load_16bit(Precision::bf16, codes.data(), widened.data(), int64_t(codes.size()));
+        for (size_t h = 0; h < codes.size(); ++h) {
+            const float scalar = bf16_to_float(codes[h]);
+            QVERIFY2(same_bits(&widened[h], &scalar, 4), qPrintable(QString("code 0x%1").arg(h, 4, 16, QChar('0'))));
+        }
+        std::vector<float> values = boundary_floats();
+        for (uint32_t h = 0; h < 65536; h += 3) {  // bf16's own midpoints, and the floats either side
+            const float middle = bits_float((h << 16) | 0x8000u);
+            values.insert(values.end(), {middle, std::nextafter(middle, 0.0f), std::nextafter(middle, INFINITY)});
+        }
+        std::vector<uint16_t> rounded(values.size());
+        store_16bit(Precision::bf16, values.data(), rounded.data(), int64_t(values.size()));
+        for (size_t i = 0; i < values.size(); ++i)
+            QVERIFY2(rounded[i] == float_to_bf16(values[i]), qPrintable(QString("0x%1 -> 0x%2, scalar 0x%3")
+                                                                            .arg(float_bits(values[i]), 8, 16)
+                                                                            .arg(rounded[i], 4, 16)
+                                                                            .arg(float_to_bf16(values[i]), 4, 16)));
     }
 
     // load_16bit_rows and store_16bit_rows (a head's columns of a wider tensor): each row's

@@ -46,7 +46,7 @@ void fp16_to_floats(const uint16_t* source, float* destination, int64_t n) {
 
 }  // namespace
 
-void store_16bit_serial(Precision precision, const float* source, uint16_t* destination, int64_t n) {
+void store_16bit_rest(Precision precision, const float* source, uint16_t* destination, int64_t n) {
     if (precision == Precision::bf16) {
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) destination[i] = float_to_bf16(source[i]);
@@ -61,7 +61,7 @@ void store_16bit(Precision precision, const float* source, uint16_t* destination
     });
 }
 
-void load_16bit_serial(Precision precision, const uint16_t* source, float* destination, int64_t n) {
+void load_16bit_rest(Precision precision, const uint16_t* source, float* destination, int64_t n) {
     if (precision == Precision::bf16) {
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) destination[i] = bf16_to_float(source[i]);

@@ -62,11 +62,15 @@ inline float fp16_to_float(uint16_t h) {
 // CPU's AVX-512 or F16C conversions where the build targets them (-march=native on x86), which
 // give the scalar functions' bits, NaNs included.
 void store_16bit(Precision precision, const float* source, uint16_t* destination, int64_t n);
-// The same on the calling thread (inside a kernel that already has its share of the work).
-void store_16bit_serial(Precision precision, const float* source, uint16_t* destination, int64_t n);
 void load_16bit(Precision precision, const uint16_t* source, float* destination, int64_t n);
-// The same on the calling thread.
-void load_16bit_serial(Precision precision, const uint16_t* source, float* destination, int64_t n);
+// The same on the calling thread (inside a kernel that already has its share of the work):
+// inline, since kernels call them on rows of 32 to a few hundred values (sixteen at a time in
+// registers where the build has AVX-512, the rest out of line).
+inline void store_16bit_serial(Precision precision, const float* source, uint16_t* destination, int64_t n);
+inline void load_16bit_serial(Precision precision, const uint16_t* source, float* destination, int64_t n);
+// Their out-of-line part: F16C's eight at a time and the scalar functions.
+void store_16bit_rest(Precision precision, const float* source, uint16_t* destination, int64_t n);
+void load_16bit_rest(Precision precision, const uint16_t* source, float* destination, int64_t n);
 // A block of `rows` rows of `columns` values each, row r at source + r * source_row, into
 // destination + r * destination_row (and back): a head's columns of a wider tensor.
 void load_16bit_rows(Precision precision, const uint16_t* source, int64_t source_row, float* destination,
@@ -77,5 +81,27 @@ void store_16bit_rows(Precision precision, const float* source, int64_t source_r
 void round_to_16bit(Precision precision, float* values, int64_t n);
 // The same on the calling thread (inside a kernel that already has its share of the work).
 void round_to_16bit_serial(Precision precision, float* values, int64_t n);
+
+}  // namespace trainbench
+
+#include "precision/half_float_avx512.hpp"
+
+namespace trainbench {
+
+inline void store_16bit_serial(Precision precision, const float* source, uint16_t* destination, int64_t n) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) round_16_codes(precision, _mm512_loadu_ps(source + i), destination + i);
+#endif
+    if (i < n) store_16bit_rest(precision, source + i, destination + i, n - i);
+}
+
+inline void load_16bit_serial(Precision precision, const uint16_t* source, float* destination, int64_t n) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(destination + i, widen_16_codes(precision, source + i));
+#endif
+    if (i < n) load_16bit_rest(precision, source + i, destination + i, n - i);
+}
 
 }  // namespace trainbench
