@@ -16,6 +16,7 @@
 #include "optim/gradient_norm.hpp"
 #include "optim/optimizer_step.hpp"
 #include "parallel/worker_team.hpp"
+#include "precision/half_float.hpp"
 #include "trainbench/run_config.hpp"
 
 using namespace trainbench;
@@ -187,6 +188,40 @@ private slots:
         optimizer_step_cpu(config, params.data(), grads.data(), nullptr, 2, 1.0, 0.25, 1);
         QCOMPARE(grads, (std::vector<float>{0.25f, -0.75f}));
         QCOMPARE(params, (std::vector<float>{-0.25f, 0.75f}));
+    }
+
+    // A 16-bit run's step rounds the working copy as it goes, and widens the ranges given
+    // (parameters its fp32 products read) from those codes: exactly the codes' values, on any
+    // thread count (ranges across blocks and chunks; the sanitizer stage would see a write past
+    // one).
+    void the_step_writes_the_working_copy_and_its_widened_ranges() {
+        const int64_t n = 20'011;
+        const int default_threads = WorkerTeam::shared().members();
+        OptimizerConfig config;
+        config.kind = OptimizerKind::adamw;
+        for (Precision precision : {Precision::bf16, Precision::fp16})
+            for (int threads : {1, 2, 3}) {
+                WorkerTeam::shared().resize(threads);
+                std::vector<float> params = sequence(n, 3, 2.0f), grads = sequence(n, 4, 1.0f);
+                std::vector<float> state(static_cast<size_t>(2 * n), 0.0f);
+                std::vector<uint16_t> codes(static_cast<size_t>(n), 0);
+                std::vector<float> first(5000, -1.0f), second(7, -1.0f), third(6000, -1.0f);
+                const std::vector<WidenedParameter> widened = {{.begin = 0, .end = 5000, .values = first.data()},
+                                                               {.begin = 5000, .end = 5007, .values = second.data()},
+                                                               {.begin = 14000, .end = 20000, .values = third.data()}};
+                const WorkingCopy copy{.precision = precision, .codes = codes.data(), .widened = widened};
+                optimizer_step_cpu(config, params.data(), grads.data(), state.data(), n, 1e-3, 1.0, 1, n, &copy);
+                std::vector<uint16_t> want_codes(static_cast<size_t>(n));
+                store_16bit(precision, params.data(), want_codes.data(), n);
+                QVERIFY(codes == want_codes);
+                for (const WidenedParameter& w : widened) {
+                    std::vector<float> want(static_cast<size_t>(w.end - w.begin));
+                    load_16bit(precision, codes.data() + w.begin, want.data(), w.end - w.begin);
+                    QVERIFY2(std::memcmp(want.data(), w.values, want.size() * sizeof(float)) == 0,
+                             qPrintable(QString("[%1, %2) on %3 threads").arg(w.begin).arg(w.end).arg(threads)));
+                }
+            }
+        WorkerTeam::shared().resize(default_threads);
     }
 
     void result_does_not_depend_on_thread_count() {

@@ -145,8 +145,15 @@ void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* gra
             if (grad_multiplier != 1.0) scale_in_place(grads, begin, end, grad_multiplier);
             apply_rule(config, scalars, scalars.decay, params, grads, state, n, begin, std::min(end, decay_end));
             apply_rule(config, scalars, false, params, grads, state, n, std::max(begin, decay_end), end);
-            if (working_copy)
+            if (working_copy) {
                 store_16bit_serial(working_copy->precision, params + begin, working_copy->codes + begin, end - begin);
+                for (const WidenedParameter& w : working_copy->widened) {
+                    const int64_t from = std::max(begin, w.begin), to = std::min(end, w.end);
+                    if (from < to)
+                        load_16bit_serial(working_copy->precision, working_copy->codes + from, w.values + (from - w.begin),
+                                          to - from);
+                }
+            }
         }
     });
 }

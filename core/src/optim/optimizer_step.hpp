@@ -2,6 +2,7 @@
 // The optimizers' update rules over flat fp32 arrays (all parameters in one allocation),
 // following torch.optim's single-tensor ("foreach=False") algorithms and defaults.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "parallel/shard_range.hpp"
@@ -28,9 +29,18 @@ void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n
 // working_copy (16-bit runs, --fused on): each block of updated parameters is also rounded
 // into these 16-bit codes (indexed as params) while it is in cache, the working copy the
 // products read.
+// A parameter's working copy widened back to fp32, as products with fp32 operands read it
+// (16-bit runs whose products multiply in fp32): flat parameters [begin, end) at `values`.
+struct WidenedParameter {
+    int64_t begin = 0, end = 0;
+    float* values = nullptr;
+};
 struct WorkingCopy {
     Precision precision = Precision::bf16;
     uint16_t* codes = nullptr;
+    // Written from the codes as each block is rounded, while they are in cache, instead of in a
+    // pass of their own before the next forward.
+    std::span<const WidenedParameter> widened;
 };
 void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
                         float* state, int64_t n, double lr, double grad_multiplier,

@@ -99,11 +99,13 @@ public:
         evaluation_set_.reserve(plan_.kept_buffers);
         set_samples_.assign(static_cast<size_t>(plan_.in_flight), 0);
         pass_buffers_.reserve(plan_.buffers.size());
+        widened_parameters_ = widened_parameters();
     }
 
     void set_weights(const ModelWeights& weights) override {
         packed_stale_ = true;
         frozen_packed_ = false;
+        widened_in_update_ = false;
         if (!keeps_frozen_16bit()) {
             scatter_weights(plan_.model, plan_.params, weights, buffers_.weights, buffers_.nf4_store);
             round_working_weights();
@@ -290,7 +292,8 @@ public:
         // Fused and unsharded, the update writes the 16-bit working copy as it goes; otherwise
         // it is rounded in a pass of its own (after ZeRO's gather, from every process's slice).
         const bool rounds_in_update = plan_.fused && plan_.sixteen_bit() && !sharded();
-        const WorkingCopy copy{.precision = plan_.precision, .codes = buffers_.working_weights + shard.begin};
+        const WorkingCopy copy{.precision = plan_.precision, .codes = buffers_.working_weights + shard.begin,
+                               .widened = widened_parameters_};
         if (plan_.fused)
             optimizer_step_cpu(spec_.optimizer, buffers_.weights + shard.begin, shard_gradients(), buffers_.optimizer_state, shard.size(), lr,
                                grad_multiplier, step, decay_end, rounds_in_update ? &copy : nullptr);
@@ -303,6 +306,7 @@ public:
         }
         if (!rounds_in_update) round_working_weights();
         packed_stale_ = true;
+        widened_in_update_ = rounds_in_update;
     }
 
     std::vector<NamedTensor> optimizer_state() const override {
@@ -531,7 +535,7 @@ private:
             const PackedLinear& p = plan_.packed[o];
             if (p.nf4 && !p.onednn) continue;  // packed per product (nf4_packed)
             if (p.onednn) {
-                widen_for_onednn(op, p);
+                if (!widened_in_update_) widen_for_onednn(op, p);
                 continue;
             }
             const float* w = product_param(op, 0);
@@ -552,6 +556,27 @@ private:
     // --- A linear op's products in oneDNN (PackedLinear::onednn)
     bool bf16_products() const { return plan_.products == ProductKernel::onednn_bf16; }
     MatmulOperands onednn_operands() const { return bf16_products() ? MatmulOperands::bf16 : MatmulOperands::f32; }
+    // What widen_for_onednn widens, for the fused optimizer step to widen as it rounds: every
+    // linear op's widened W and bias, where trainable (frozen ones stay as set_weights left them).
+    std::vector<WidenedParameter> widened_parameters() const {
+        std::vector<WidenedParameter> widened;
+        for (size_t o = 0; o < plan_.model.ops.size(); ++o) {
+            const OpDesc& op = plan_.model.ops[o];
+            const PackedLinear& p = plan_.packed[o];
+            if (!p.onednn) continue;
+            auto add = [&](size_t k, int64_t offset) {
+                const int param = op.params[k];
+                if (offset < 0 || !trainable(param)) return;
+                const int64_t begin = plan_.params.offset[static_cast<size_t>(param)];
+                widened.push_back({.begin = begin,
+                                   .end = begin + plan_.model.params[static_cast<size_t>(param)].numel(),
+                                   .values = buffers_.packed_weights + offset});
+            };
+            add(0, p.widened_weight_offset);
+            add(1, p.widened_bias_offset);
+        }
+        return widened;
+    }
     // 16-bit runs: W (fp32 products) and the bias widened from the working copy, once per update.
     void widen_for_onednn(const OpDesc& op, const PackedLinear& p) {
         auto widen = [&](size_t k, int64_t offset) {
@@ -1033,6 +1058,10 @@ private:
     std::unique_ptr<OnednnProducts> onednn_;  // when the linear ops' products run in oneDNN
     bool packed_stale_ = true;
     bool frozen_packed_ = false;   // frozen weights' packing is still valid
+    // The trainable parameters widen_for_onednn widens, which the fused optimizer step widens
+    // instead as it rounds them (widened_parameters()); true after a step that did.
+    std::vector<WidenedParameter> widened_parameters_;  // set once the buffers are
+    bool widened_in_update_ = false;
     // Per micro-batch in flight (GraphPlan::in_flight), the buffers it keeps from its forward to
     // its backward, and its samples; a pass's buffers; a pipeline stage's evaluation's kept set.
     std::vector<std::vector<void*>> kept_sets_;
