@@ -72,30 +72,14 @@ void load_16bit_rest(Precision precision, const uint16_t* source, float* destina
 
 void load_16bit_rows(Precision precision, const uint16_t* source, int64_t source_row, float* destination,
                      int64_t destination_row, int64_t rows, int64_t columns) {
-    if (precision == Precision::bf16) {
-        for (int64_t r = 0; r < rows; ++r) {
-            const uint16_t* from = source + r * source_row;
-            float* to = destination + r * destination_row;
-#pragma omp simd
-            for (int64_t i = 0; i < columns; ++i) to[i] = bf16_to_float(from[i]);
-        }
-    } else {
-        for (int64_t r = 0; r < rows; ++r) fp16_to_floats(source + r * source_row, destination + r * destination_row, columns);
-    }
+    for (int64_t r = 0; r < rows; ++r)
+        load_16bit_serial(precision, source + r * source_row, destination + r * destination_row, columns);
 }
 
 void store_16bit_rows(Precision precision, const float* source, int64_t source_row, uint16_t* destination,
                       int64_t destination_row, int64_t rows, int64_t columns) {
-    if (precision == Precision::bf16) {
-        for (int64_t r = 0; r < rows; ++r) {
-            const float* from = source + r * source_row;
-            uint16_t* to = destination + r * destination_row;
-#pragma omp simd
-            for (int64_t i = 0; i < columns; ++i) to[i] = float_to_bf16(from[i]);
-        }
-    } else {
-        for (int64_t r = 0; r < rows; ++r) floats_to_fp16(source + r * source_row, destination + r * destination_row, columns);
-    }
+    for (int64_t r = 0; r < rows; ++r)
+        store_16bit_serial(precision, source + r * source_row, destination + r * destination_row, columns);
 }
 
 void load_16bit(Precision precision, const uint16_t* source, float* destination, int64_t n) {
