@@ -21,6 +21,12 @@ float optimizer_initial_state_value(const OptimizerConfig& config);
 // `state` holds optimizer_state_slots(config) consecutive buffers of n floats.
 void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n);
 
+// A parameter's working copy widened back to fp32, as products with fp32 operands read it
+// (16-bit runs whose products multiply in fp32): flat parameters [begin, end) at `values`.
+struct WidenedParameter {
+    int64_t begin = 0, end = 0;
+    float* values = nullptr;
+};
 // One update: grads are first multiplied by grad_multiplier (loss-scale undo x clipping),
 // then the rule for config.kind is applied with learning rate lr. step is 1-based.
 // Parallel over n on the engine's WorkerTeam; the result does not depend on the thread count.
@@ -29,12 +35,6 @@ void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n
 // working_copy (16-bit runs, --fused on): each block of updated parameters is also rounded
 // into these 16-bit codes (indexed as params) while it is in cache, the working copy the
 // products read.
-// A parameter's working copy widened back to fp32, as products with fp32 operands read it
-// (16-bit runs whose products multiply in fp32): flat parameters [begin, end) at `values`.
-struct WidenedParameter {
-    int64_t begin = 0, end = 0;
-    float* values = nullptr;
-};
 struct WorkingCopy {
     Precision precision = Precision::bf16;
     uint16_t* codes = nullptr;
