@@ -565,8 +565,9 @@ private:
             const PackedLinear& p = plan_.packed[o];
             if (!p.onednn) continue;
             auto add = [&](size_t k, int64_t offset) {
+                if (offset < 0) return;  // none (a linear op without a bias has no params[1])
                 const int param = op.params[k];
-                if (offset < 0 || !trainable(param)) return;
+                if (!trainable(param)) return;
                 const int64_t begin = plan_.params.offset[static_cast<size_t>(param)];
                 widened.push_back({.begin = begin,
                                    .end = begin + plan_.model.params[static_cast<size_t>(param)].numel(),
