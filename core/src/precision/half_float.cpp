@@ -13,16 +13,11 @@
 namespace trainbench {
 namespace {
 
-// fp16 codes of [0, n), sixteen at a time with AVX-512 and eight with F16C where the build
-// targets them (round to nearest even, as float_to_fp16; the wider instructions convert each
-// value as the narrower ones do).
+// fp16 codes of [0, n), eight at a time with F16C where the build targets it (round to nearest
+// even, as float_to_fp16), and back. The inline serial conversions (half_float.hpp) do whole
+// registers of sixteen with AVX-512 and leave only a tail shorter than that to these.
 void floats_to_fp16(const float* source, uint16_t* destination, int64_t n) {
     int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(destination + i),
-                            _mm512_cvtps_ph(_mm512_loadu_ps(source + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#endif
 #if defined(__F16C__)
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128(reinterpret_cast<__m128i*>(destination + i),
@@ -33,10 +28,6 @@ void floats_to_fp16(const float* source, uint16_t* destination, int64_t n) {
 
 void fp16_to_floats(const uint16_t* source, float* destination, int64_t n) {
     int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(destination + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(source + i))));
-#endif
 #if defined(__F16C__)
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(destination + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(source + i))));
