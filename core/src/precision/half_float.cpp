@@ -15,7 +15,8 @@ namespace {
 
 // fp16 codes of [0, n), eight at a time with F16C where the build targets it (round to nearest
 // even, as float_to_fp16), and back. The inline serial conversions (half_float.hpp) do whole
-// registers of sixteen with AVX-512 and leave only a tail shorter than that to these.
+// registers of sixteen with AVX-512 and of eight with AVX2 and F16C, so only a build with F16C
+// but no AVX2 comes here with eight or more.
 void floats_to_fp16(const float* source, uint16_t* destination, int64_t n) {
     int64_t i = 0;
 #if defined(__F16C__)

@@ -65,10 +65,11 @@ void store_16bit(Precision precision, const float* source, uint16_t* destination
 void load_16bit(Precision precision, const uint16_t* source, float* destination, int64_t n);
 // The same on the calling thread (inside a kernel that already has its share of the work):
 // inline, since kernels call them on rows of 32 to a few hundred values (sixteen at a time in
-// registers where the build has AVX-512, the rest out of line).
+// registers where the build has AVX-512, eight where it has AVX2 and F16C, the rest out of line).
 inline void store_16bit_serial(Precision precision, const float* source, uint16_t* destination, int64_t n);
 inline void load_16bit_serial(Precision precision, const uint16_t* source, float* destination, int64_t n);
-// Their out-of-line part: F16C's eight at a time and the scalar functions.
+// Their out-of-line part: the scalar functions for the tail (and F16C's eight at a time in a
+// build with F16C but no AVX2).
 void store_16bit_rest(Precision precision, const float* source, uint16_t* destination, int64_t n);
 void load_16bit_rest(Precision precision, const uint16_t* source, float* destination, int64_t n);
 // A block of `rows` rows of `columns` values each, row r at source + r * source_row, into
@@ -84,6 +85,7 @@ void round_to_16bit_serial(Precision precision, float* values, int64_t n);
 
 }  // namespace trainbench
 
+#include "precision/half_float_avx2.hpp"
 #include "precision/half_float_avx512.hpp"
 
 namespace trainbench {
@@ -93,6 +95,9 @@ inline void store_16bit_serial(Precision precision, const float* source, uint16_
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16) round_16_codes(precision, _mm512_loadu_ps(source + i), destination + i);
 #endif
+#if defined(__AVX2__) && defined(__F16C__)
+    for (; i + 8 <= n; i += 8) round_8_codes(precision, _mm256_loadu_ps(source + i), destination + i);
+#endif
     if (i < n) store_16bit_rest(precision, source + i, destination + i, n - i);
 }
 
@@ -100,6 +105,9 @@ inline void load_16bit_serial(Precision precision, const uint16_t* source, float
     int64_t i = 0;
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(destination + i, widen_16_codes(precision, source + i));
+#endif
+#if defined(__AVX2__) && defined(__F16C__)
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(destination + i, widen_8_codes(precision, source + i));
 #endif
     if (i < n) load_16bit_rest(precision, source + i, destination + i, n - i);
 }
