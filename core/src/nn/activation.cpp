@@ -11,7 +11,6 @@
 
 #include "parallel/parallel_range.hpp"
 #include "precision/half_float.hpp"
-#include "precision/half_float_avx512.hpp"
 
 // GCC 12 warns that the AVX-512 intrinsics Eigen's vector erf and exp expand to leave their own
 // unused "undefined" operands uninitialized (as in nn/onednn_linear.cpp): not this code's.
@@ -76,27 +75,43 @@ void gelu_backward_range(const float* z, const float* grad, float* result, int64
     }
 }
 
-// GELU and ReLU on 16-bit codes sixteen at a time in registers, where the build has AVX-512:
-// widened, activated (or their gradient computed) and rounded without a staging buffer or a
-// piece on the stack. The arithmetic is forward_range's and backward_range's vector arithmetic,
-// so the bits are theirs. Each returns where it stopped: the rest (a tail shorter than a
-// register, or every element of the other kinds) is left to the staged path.
+// GELU and ReLU on 16-bit codes a register at a time (sixteen with AVX-512, eight with AVX2 and
+// F16C): widened, activated (or their gradient computed) and rounded without a staging buffer
+// or a piece on the stack. The arithmetic is forward_range's and backward_range's vector
+// arithmetic, so the bits are theirs. Each returns where it stopped: the rest (a tail shorter
+// than a register, or every element of the other kinds) is left to the staged path.
 #if defined(__AVX512F__)
 static_assert(kLanes == 16, "AVX-512 builds: Eigen's float packet is one register of sixteen");
+#define TRAINBENCH_CODES_IN_REGISTERS 1
 
-bool activates_in_registers(Activation kind) { return kind == Activation::gelu || kind == Activation::relu; }
+Packet widen_codes(Precision precision, const uint16_t* codes) { return widen_16_codes(precision, codes); }
+void round_codes(Precision precision, const Packet& values, uint16_t* codes) { round_16_codes(precision, values, codes); }
 
 // z > 0 ? z : 0 (and a > 0 ? grad : 0), as forward_range's and backward_range's selects.
 Packet positive_or_zero(const Packet& test, const Packet& value) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(test, _mm512_setzero_ps(), _CMP_GT_OQ), value);
 }
+#elif defined(__AVX2__) && defined(__F16C__)
+static_assert(kLanes == 8, "AVX2 builds: Eigen's float packet is one register of eight");
+#define TRAINBENCH_CODES_IN_REGISTERS 1
+
+Packet widen_codes(Precision precision, const uint16_t* codes) { return widen_8_codes(precision, codes); }
+void round_codes(Precision precision, const Packet& values, uint16_t* codes) { round_8_codes(precision, values, codes); }
+
+Packet positive_or_zero(const Packet& test, const Packet& value) {
+    return _mm256_and_ps(_mm256_cmp_ps(test, _mm256_setzero_ps(), _CMP_GT_OQ), value);
+}
+#endif
+
+#if defined(TRAINBENCH_CODES_IN_REGISTERS)
+bool activates_in_registers(Activation kind) { return kind == Activation::gelu || kind == Activation::relu; }
 
 int64_t forward_codes_in_registers(Activation kind, Precision precision, const uint16_t* z, uint16_t* a, int64_t n) {
     if (!activates_in_registers(kind)) return 0;
     const int64_t whole = n / kLanes * kLanes;
     for (int64_t i = 0; i < whole; i += kLanes) {
-        const Packet x = widen_16_codes(precision, z + i);
-        round_16_codes(precision, kind == Activation::gelu ? gelu(x) : positive_or_zero(x, x), a + i);
+        const Packet x = widen_codes(precision, z + i);
+        round_codes(precision, kind == Activation::gelu ? gelu(x) : positive_or_zero(x, x), a + i);
     }
     return whole;
 }
@@ -108,10 +123,10 @@ int64_t backward_codes_in_registers(Activation kind, Precision precision, const 
     if (!activates_in_registers(kind)) return first;
     const int64_t whole = first + (end - first) / kLanes * kLanes;
     for (int64_t i = first; i < whole; i += kLanes) {
-        const Packet x = widen_16_codes(precision, saved + i);
+        const Packet x = widen_codes(precision, saved + i);
         const Packet g = vec::ploadu<Packet>(grad + i);
         const Packet result = kind == Activation::gelu ? gelu_backward(x, g) : positive_or_zero(x, g);
-        if (dy_codes) round_16_codes(Precision::bf16, result, dy_codes + i);
+        if (dy_codes) round_codes(Precision::bf16, result, dy_codes + i);
         else vec::pstoreu(grad + i, result);
     }
     return whole;
