@@ -101,7 +101,7 @@ MatmulShape slice_of(const MatmulShape& shape, int member, int members) {
 }  // namespace
 
 bool onednn_has_native_bf16() { return has_isa(dnnl_cpu_isa_avx512_core_bf16); }
-bool onednn_has_avx512() { return has_isa(dnnl_cpu_isa_avx512_core); }
+bool onednn_has_avx2() { return has_isa(dnnl_cpu_isa_avx2); }
 
 const char* onednn_isa_name(bool bf16) {
     if (bf16 && has_isa(dnnl_cpu_isa_avx512_core_amx)) return "avx512_core_amx";

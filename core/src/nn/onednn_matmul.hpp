@@ -47,10 +47,10 @@ struct MatmulShape {
     auto operator<=>(const MatmulShape&) const = default;
 };
 
-// Whether this CPU runs oneDNN's bf16 kernels natively (AMX or AVX512_BF16), and its AVX-512
-// fp32 kernels.
+// Whether this CPU runs oneDNN's bf16 kernels natively (AMX or AVX512_BF16), and its AVX2 (or
+// wider) fp32 kernels.
 bool onednn_has_native_bf16();
-bool onednn_has_avx512();
+bool onednn_has_avx2();
 // oneDNN's name for the instructions its bf16 or fp32 products use here, for display
 // ("avx512_core_amx", "avx512_core", ...).
 const char* onednn_isa_name(bool bf16);
