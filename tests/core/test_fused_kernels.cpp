@@ -248,6 +248,48 @@ private slots:
         }
     }
 
+    // A 16-bit product's epilogue straight into codes (a register at a time for GELU and ReLU,
+    // the rest staged): the bits of rounding the product, storing its codes, then the activation
+    // of the rounded values rounded into codes. Lengths around a register and a piece, and the
+    // edges: NaNs (signalling ones too), infinities, zeros of both signs, subnormals, and values
+    // fp16 rounds to infinity.
+    void the_rounding_epilogue_is_rounding_then_the_activation_data() {
+        QTest::addColumn<int>("activation");
+        QTest::addColumn<int>("precision");
+        for (Activation a : {Activation::relu, Activation::gelu, Activation::tanh, Activation::sigmoid})
+            for (Precision p : {Precision::bf16, Precision::fp16})
+                QTest::newRow(qPrintable(QString::fromStdString(to_string(a) + "-" + to_string(p)))) << int(a) << int(p);
+    }
+    void the_rounding_epilogue_is_rounding_then_the_activation() {
+        QFETCH(int, activation);
+        QFETCH(int, precision);
+        const auto kind = Activation(activation);
+        const auto p = Precision(precision);
+        for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{300}, int64_t{4099}}) {
+            const size_t count = static_cast<size_t>(n);
+            std::vector<float> z = random_values(count, 21, 3.0f);
+            const float edges[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f, 1e-20f, 70000.0f, -65520.0f};
+            for (size_t e = 0; e < std::size(edges); ++e) z[(e * 7) % count] = edges[e];
+            for (size_t i = 4; i < count; i += 89) z[i] = bits_float(i % 2 ? 0x7f800001u : 0xff812345u);
+            const QString where = QString("n = %1").arg(n);
+
+            std::vector<float> rounded = z, activated(count);
+            round_to_16bit(p, rounded.data(), n);
+            activation_forward(kind, rounded.data(), activated.data(), n);
+            std::vector<uint16_t> want_z(count), want_a(count);
+            store_16bit(p, rounded.data(), want_z.data(), n);
+            store_16bit(p, activated.data(), want_a.data(), n);
+
+            std::vector<uint16_t> got_z(count, 0x1234), got_a(count, 0x1234);
+            activation_forward_rounding_serial(kind, p, z.data(), got_z.data(), got_a.data(), n);
+            QVERIFY2(got_z == want_z, qPrintable("the product's codes, " + where));
+            QVERIFY2(got_a == want_a, qPrintable("the activation's codes, " + where));
+            std::vector<uint16_t> only_a(count, 0x1234);
+            activation_forward_rounding_serial(kind, p, z.data(), nullptr, only_a.data(), n);
+            QVERIFY2(only_a == want_a, qPrintable("the activation's codes alone, " + where));
+        }
+    }
+
     // Activations on 16-bit codes (sixteen at a time in registers where the build has AVX-512,
     // the rest staged): the bits of widening the codes, the fp32 activation and rounding. Lengths
     // around a register and a block, two threads (whose shares end in tails), and the edges:

@@ -208,6 +208,34 @@ void activation_forward_16bit_serial(Activation kind, Precision precision, const
     }
 }
 
+void activation_forward_rounding_serial(Activation kind, Precision precision, const float* z, uint16_t* z_codes,
+                                        uint16_t* a_codes, int64_t n) {
+    int64_t done = 0;
+#if defined(TRAINBENCH_CODES_IN_REGISTERS)
+    if (activates_in_registers(kind)) {
+        // z's codes go to memory and come straight back (store to load forwarding): widened
+        // codes are the rounded values, so f reads exactly what the staged path's would.
+        alignas(64) uint16_t scratch[kLanes];
+        for (; done + kLanes <= n; done += kLanes) {
+            uint16_t* codes = z_codes ? z_codes + done : scratch;
+            round_codes(precision, vec::ploadu<Packet>(z + done), codes);
+            const Packet x = widen_codes(precision, codes);
+            round_codes(precision, kind == Activation::gelu ? gelu(x) : positive_or_zero(x, x), a_codes + done);
+        }
+    }
+#endif
+    constexpr int64_t kPiece = 256;  // on the stack: rounded, its codes kept, activated, rounded
+    alignas(64) float rounded[kPiece], activated[kPiece];
+    for (int64_t piece = done; piece < n; piece += kPiece) {
+        const int64_t length = std::min(kPiece, n - piece);
+        std::copy(z + piece, z + piece + length, rounded);
+        round_to_16bit_serial(precision, rounded, length);
+        if (z_codes) store_16bit_serial(precision, rounded, z_codes + piece, length);
+        forward_range(kind, rounded, activated, 0, length);
+        store_16bit_serial(precision, activated, a_codes + piece, length);
+    }
+}
+
 void activation_backward(Activation kind, const float* z, const float* a, float* grad, int64_t n) {
     parallel_range(n, element_work(kind),
                    [&](int64_t first, int64_t end) { backward_range(kind, z, a, grad, grad, first, end); });

@@ -13,6 +13,12 @@ void activation_forward_serial(Activation kind, const float* z, float* a, int64_
 // The same over values stored as 16-bit codes: each widened, f computed in fp32, the result
 // rounded once (a may be z). The values as activation_forward_serial of the widened z.
 void activation_forward_16bit_serial(Activation kind, Precision precision, const uint16_t* z, uint16_t* a, int64_t n);
+// A 16-bit run's product epilogue on the calling thread: z (fp32) rounded to `precision`, its
+// codes stored in z_codes where given, f of the rounded values rounded into a_codes. The bits
+// of rounding z in place, storing its codes, then activation_forward_16bit_serial; but GELU
+// and ReLU run a register at a time, without the fp32 block's copy and passes over it.
+void activation_forward_rounding_serial(Activation kind, Precision precision, const float* z, uint16_t* z_codes,
+                                        uint16_t* a_codes, int64_t n);
 
 // grad *= f'(.), in place. ReLU, tanh and sigmoid express f' through the output a (so only a
 // must be saved); GELU (exact, erf form as torch's default) needs the input z.

@@ -46,19 +46,14 @@ int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1
 void apply_epilogue(const ProductEpilogue& epilogue, float* output, int64_t height, int64_t row, int64_t rows,
                     int64_t column, int64_t columns) {
     if (epilogue.activated_codes) {
-        // Rounded and activated in pieces on the stack, stored as codes: the fp32 block is read
-        // once and nothing fp32 is written back.
-        constexpr int64_t kPiece = 256;
-        alignas(64) float rounded[kPiece], activated[kPiece];
-        for (int64_t j = column; j < column + columns; ++j)
-            for (int64_t i = 0; i < rows; i += kPiece) {
-                const int64_t n = std::min(kPiece, rows - i), at = j * height + row + i;
-                std::copy(output + at, output + at + n, rounded);
-                round_to_16bit_serial(epilogue.rounding, rounded, n);
-                if (epilogue.output_codes) store_16bit_serial(epilogue.rounding, rounded, epilogue.output_codes + at, n);
-                activation_forward_serial(epilogue.activation, rounded, activated, n);
-                store_16bit_serial(epilogue.rounding, activated, epilogue.activated_codes + at, n);
-            }
+        // Rounded and activated straight into codes: the fp32 block is read once and nothing
+        // fp32 is written back.
+        for (int64_t j = column; j < column + columns; ++j) {
+            const int64_t at = j * height + row;
+            activation_forward_rounding_serial(epilogue.activation, epilogue.rounding, output + at,
+                                               epilogue.output_codes ? epilogue.output_codes + at : nullptr,
+                                               epilogue.activated_codes + at, rows);
+        }
         return;
     }
     for (int64_t j = column; j < column + columns; ++j) {
