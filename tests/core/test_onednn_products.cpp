@@ -28,6 +28,7 @@
 #include "model/init_weights.hpp"
 #include "nn/activation.hpp"
 #include "nn/onednn_linear.hpp"
+#include "parallel/parallel_range.hpp"
 #include "parallel/worker_team.hpp"
 #include "plan/graph_plan.hpp"
 #include "precision/half_float.hpp"
@@ -404,19 +405,26 @@ private slots:
 
     // 16-bit activations with fp32 products (fp16 runs, and bf16 on CPUs without bf16 products):
     // the forward whose members widen their input rows and round their output rows themselves,
-    // with and without an epilogue, and the backward that rounds dY as it transposes it, give
-    // the bits of widening, multiplying and rounding as passes of their own.
+    // block by block (several blocks a member where W is small, one where it is not), with and
+    // without an epilogue, and the backward that rounds dY as it transposes it, give the bits of
+    // widening, multiplying (the same blocks) and rounding as passes of their own.
     void sixteen_bit_rows_give_the_bits_of_separate_passes_data() {
         QTest::addColumn<int>("precision");
         QTest::addColumn<int>("threads");
         QTest::addColumn<int>("in");
         QTest::addColumn<int>("out");
         QTest::addColumn<int>("rows");
+        QTest::addColumn<int>("blocks");  // products of the forward
         for (Precision precision : {Precision::fp16, Precision::bf16})
             for (int threads : {1, 2}) {
                 const std::string name = to_string(precision) + "-" + std::to_string(threads) + "t";
-                QTest::newRow((name + "-37x29x83").c_str()) << int(precision) << threads << 37 << 29 << 83;
-                QTest::newRow((name + "-split-161x130x517").c_str()) << int(precision) << threads << 161 << 130 << 517;
+                QTest::newRow((name + "-37x29x83").c_str()) << int(precision) << threads << 37 << 29 << 83 << 1;
+                // Blocks of 192 rows: 192 + 192 + 133; on two threads 192 + 80 and 192 + 53.
+                QTest::newRow((name + "-split-161x130x517").c_str())
+                    << int(precision) << threads << 161 << 130 << 517 << (threads == 1 ? 3 : 4);
+                // W over 256 KiB: each member multiplies its rows as one block.
+                QTest::newRow((name + "-whole-slices-300x260x97").c_str())
+                    << int(precision) << threads << 300 << 260 << 97 << threads;
             }
     }
     void sixteen_bit_rows_give_the_bits_of_separate_passes() {
@@ -425,6 +433,7 @@ private slots:
         QFETCH(int, in);
         QFETCH(int, out);
         QFETCH(int, rows);
+        QFETCH(int, blocks);
         const auto p = Precision(precision);
         WorkerTeam::shared().resize(threads);
         const auto type = MatmulOperands::f32;
@@ -435,21 +444,31 @@ private slots:
         };
         const std::vector<uint16_t> x16 = codes_of(random_values(size_t(rows) * in, 1));
         const Floats w = random_values(size_t(out) * in, 2), bias = random_values(size_t(out), 4);
-        const int64_t scratchpad = onednn_linear_scratchpad_bytes(type, in, out, rows, true, true, threads);
+        const int64_t scratchpad = std::max(onednn_linear_scratchpad_bytes(type, in, out, rows, true, true, threads),
+                                            onednn_linear_16bit_rows_scratchpad_bytes(in, out, rows, true, threads));
         std::vector<char> scratchpads(size_t(std::max<int64_t>(1, scratchpad * threads)));
         OnednnProducts products(threads, scratchpads.data(), scratchpad);
 
         for (bool with_epilogue : {false, true}) {
-            // Passes: widen all of x, multiply, round all of y (or the epilogue stores the codes).
+            // Passes: widen all of x, multiply block by block, round all of y (or the epilogue
+            // stores the codes).
             Floats x_widened(x16.size());
             load_16bit(p, x16.data(), x_widened.data(), int64_t(x16.size()));
             Floats y_passes(size_t(rows) * out, NAN);
             std::vector<uint16_t> y_codes_passes(y_passes.size()), act_codes_passes(y_passes.size());
             ProductEpilogue passes_epilogue{.activation = Activation::gelu, .rounding = p,
                                             .output_codes = y_codes_passes.data(), .activated_codes = act_codes_passes.data()};
-            onednn_linear_forward(products, type, x_widened.data(), w.data(), bias.data(), y_passes.data(), in, out, rows,
-                                  with_epilogue ? &passes_epilogue : nullptr);
-            if (!with_epilogue) y_codes_passes = codes_of(y_passes);
+            const std::vector<RowBlock> row_blocks =
+                onednn_linear_16bit_rows_blocks(in, out, rows, members_for(int64_t(in) * out * rows));
+            QCOMPARE(int(row_blocks.size()), blocks);
+            for (const RowBlock& block : row_blocks) {
+                const MatmulShape shape = linear_forward_shape(type, in, out, block.count, true);
+                products.prepare(shape, 1);
+                products.run(shape, 0, x_widened.data() + block.first * in, w.data(), bias.data(),
+                             y_passes.data() + block.first * out);
+            }
+            if (with_epilogue) apply_epilogue(passes_epilogue, y_passes.data(), out, 0, out, 0, rows);
+            else y_codes_passes = codes_of(y_passes);
             // Rows: each member widens and rounds its own.
             Floats staging(x16.size(), NAN), y_rows(y_passes.size(), NAN);
             std::vector<uint16_t> y_codes_rows(y_passes.size()), act_codes_rows(y_passes.size());

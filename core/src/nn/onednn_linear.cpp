@@ -66,6 +66,33 @@ int64_t partial_floats(int64_t in, int64_t out) { return (out * in + out + 15) /
 bool weight_grad_transposes_codes(int64_t in, int64_t rows, int members) {
     return members > 1 && 2 * rows < 3 * int64_t{members - 1} * in;
 }
+
+// Rows of its slice a member of onednn_linear_forward_16bit_rows widens, multiplies and rounds
+// at a time. Where W stays in L2 beside them (at most 256 KiB), blocks whose widened X and
+// product Y take about 256 KiB, so that the product reads X, and the rounding reads Y, from L2
+// rather than from memory (the GPT benchmark's fp16 forward widening took 0.6 of its perf
+// samples with whole slices, oneDNN's kernels 0.98, on an AVX2-only AMD EPYC, Zen 3, 512 KiB
+// L2). Otherwise the whole slice: each block reads all of W again, and blocks of the MLP's
+// 3-4 MiB weights made its updates 7-10% slower. Blocks are whole multiples of 48 rows: oneDNN's fp32 kernels compute rows in groups
+// of 24 (AVX2) or 48 (AVX-512), and in blocks of 48 most rows are grouped as in the member's
+// whole slice, so most shapes keep its bits (the benchmark models' do). Not all: oneDNN picks
+// its kernels by the whole product's shape, and a last block of 53 rows of a 161 x 130 product
+// summed some rows differently in the last bit (AVX2), so the blocks are the engine's products.
+constexpr int64_t kWidenedBlockBytes = int64_t{256} << 10;
+constexpr int64_t kKernelRowGroup = 48;
+int64_t widened_block_rows(int64_t in, int64_t out, int64_t slice_rows) {
+    if (in * out * 4 > kWidenedBlockBytes) return std::max<int64_t>(slice_rows, 1);
+    return std::max(kKernelRowGroup, kWidenedBlockBytes / ((in + out) * 4) / kKernelRowGroup * kKernelRowGroup);
+}
+
+// Calls fn(first, count) for each block of rows [first, first + count) that member `member` of
+// `members` runs in onednn_linear_forward_16bit_rows, in order.
+template <class Fn>
+void for_each_widened_block(int64_t in, int64_t out, int64_t rows, int member, int members, Fn fn) {
+    const int64_t first = slice_row_begin(rows, member, members), end = slice_row_begin(rows, member + 1, members);
+    const int64_t block = widened_block_rows(in, out, end - first);
+    for (int64_t row = first; row < end; row += block) fn(row, std::min(block, end - row));
+}
 }  // namespace
 
 int64_t onednn_linear_scratchpad_bytes(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, bool bias,
@@ -127,20 +154,48 @@ void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, co
     parallel_members(in * out * rows, slice);
 }
 
+std::vector<RowBlock> onednn_linear_16bit_rows_blocks(int64_t in, int64_t out, int64_t rows, int members) {
+    std::vector<RowBlock> blocks;
+    for (int member = 0; member < members; ++member)
+        for_each_widened_block(in, out, rows, member, members,
+                               [&](int64_t first, int64_t count) { blocks.push_back({member, first, count}); });
+    return blocks;
+}
+
+int64_t onednn_linear_16bit_rows_scratchpad_bytes(int64_t in, int64_t out, int64_t rows, bool bias, int threads) {
+    int64_t bytes = 0;
+    for (int members : {1, threads})
+        for (int member = 0; member < members; ++member)
+            for_each_widened_block(in, out, rows, member, members, [&](int64_t, int64_t count) {
+                bytes = std::max(bytes, onednn_scratchpad_bytes(linear_forward_shape(MatmulOperands::f32, in, out, count, bias), 1));
+            });
+    return bytes;
+}
+
+void onednn_linear_prepare_16bit_rows(OnednnProducts& products, int64_t in, int64_t out, int64_t rows, bool bias) {
+    const int members = members_for(in * out * rows);
+    for (int member = 0; member < members; ++member)
+        for_each_widened_block(in, out, rows, member, members, [&](int64_t, int64_t count) {
+            products.prepare(linear_forward_shape(MatmulOperands::f32, in, out, count, bias), 1);
+        });
+}
+
 void onednn_linear_forward_16bit_rows(OnednnProducts& products, Precision precision, const uint16_t* x16,
                                       float* x_staging, const float* w, const float* bias, float* y, uint16_t* y16,
                                       int64_t in, int64_t out, int64_t rows, const ProductEpilogue* epilogue) {
-    const MatmulShape shape = linear_forward_shape(MatmulOperands::f32, in, out, rows, bias != nullptr);
-    const int members = members_for(in * out * rows);
-    products.prepare(shape, members);
+    onednn_linear_prepare_16bit_rows(products, in, out, rows, bias != nullptr);
     const bool stores_codes = y16 != nullptr && !(epilogue && epilogue->activated_codes);
     auto slice = [&](int member, int count) {
-        const int64_t first = slice_row_begin(rows, member, count), end = slice_row_begin(rows, member + 1, count);
-        if (end == first) return;
-        load_16bit_serial(precision, x16 + first * in, x_staging + first * in, (end - first) * in);
-        products.run_slice(shape, member, count, x_staging, w, bias, y);
-        if (epilogue) apply_epilogue(*epilogue, y, out, 0, out, first, end - first);
-        if (stores_codes) store_16bit_serial(precision, y + first * out, y16 + first * out, (end - first) * out);
+        // Every block of the member's rows widened into the same place, the start of its rows of
+        // staging, where the previous block's values still sit in cache.
+        float* widened = x_staging + slice_row_begin(rows, member, count) * in;
+        for_each_widened_block(in, out, rows, member, count, [&](int64_t first, int64_t block) {
+            load_16bit_serial(precision, x16 + first * in, widened, block * in);
+            products.run(linear_forward_shape(MatmulOperands::f32, in, out, block, bias != nullptr), member, widened, w,
+                         bias, y + first * out);
+            if (epilogue) apply_epilogue(*epilogue, y, out, 0, out, first, block);
+            if (stores_codes) store_16bit_serial(precision, y + first * out, y16 + first * out, block * out);
+        });
     };
     parallel_members(in * out * rows, slice);
 }

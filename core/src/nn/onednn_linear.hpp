@@ -7,6 +7,7 @@
 // the gradients are fp32. Each product is split by rows of its result across the worker team,
 // except the bf16 weight gradient, split by the rows it sums over (onednn_linear_backward).
 #include <cstdint>
+#include <vector>
 
 #include "nn/linear.hpp"
 #include "nn/onednn_matmul.hpp"
@@ -36,13 +37,24 @@ void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, co
                            const float* bias, float* y, int64_t in, int64_t out, int64_t rows,
                            const ProductEpilogue* epilogue = nullptr);
 // 16-bit activations with fp32 products (fp16 runs; bf16 runs where the CPU multiplies no bf16):
-// the same product, each member first widening its rows of x16 into x_staging ([rows x in]
-// floats) and last rounding its rows of y into y16 (unless y16 is null or the epilogue writes
-// the codes itself), so both conversions run on rows in cache instead of as passes of their own
-// over whole tensors. Bits as widening, multiplying and rounding one after another.
+// a product per block of rows of each member's slice (onednn_linear_16bit_rows_blocks), the
+// member widening the block's rows of x16 into x_staging ([rows x in] floats) first and rounding
+// its rows of y into y16 (unless y16 is null or the epilogue writes the codes itself) last, so
+// both conversions run on rows in cache instead of as passes of their own over whole tensors.
+// Bits as widening, multiplying block by block and rounding one after another.
 void onednn_linear_forward_16bit_rows(OnednnProducts& products, Precision precision, const uint16_t* x16,
                                       float* x_staging, const float* w, const float* bias, float* y, uint16_t* y16,
                                       int64_t in, int64_t out, int64_t rows, const ProductEpilogue* epilogue = nullptr);
+// Its blocks on a team of `members`: rows [first, first + count) multiplied by `member`, as one
+// product of `count` rows. Small weights: L2-sized blocks; others: the member's whole slice.
+struct RowBlock {
+    int member = 0;
+    int64_t first = 0, count = 0;
+};
+std::vector<RowBlock> onednn_linear_16bit_rows_blocks(int64_t in, int64_t out, int64_t rows, int members);
+// Makes, and sizes the scratchpad of, its products for `rows` rows.
+void onednn_linear_prepare_16bit_rows(OnednnProducts& products, int64_t in, int64_t out, int64_t rows, bool bias);
+int64_t onednn_linear_16bit_rows_scratchpad_bytes(int64_t in, int64_t out, int64_t rows, bool bias, int threads);
 // The same rounded once into bf16 codes (a bf16 run's stored output). With an epilogue (whose
 // activated_codes it reads; y may be the same storage, for an activation in place) each member
 // then applies the activation to its rows of y's codes, still in cache, and stores the result as

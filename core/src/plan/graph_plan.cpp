@@ -404,11 +404,16 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                                                    dora_prefix + onednn_linear_scratch_floats(operands, in, out,
                                                                                               plan.micro_batch * op.rows_per_sample,
                                                                                               plan.threads));
-                    for (int64_t n : plan.sample_counts)
+                    for (int64_t n : plan.sample_counts) {
                         plan.onednn_scratchpad_bytes =
                             std::max(plan.onednn_scratchpad_bytes,
                                      onednn_linear_scratchpad_bytes(operands, in, out, plan.rows(op, n), bias,
                                                                     p.input_grad, plan.threads));
+                        if (plan.widens_input_rows(op))
+                            plan.onednn_scratchpad_bytes = std::max(
+                                plan.onednn_scratchpad_bytes,
+                                onednn_linear_16bit_rows_scratchpad_bytes(in, out, plan.rows(op, n), bias, plan.threads));
+                    }
                     break;
                 }
                 if (op.kind == OpKind::conv2d)

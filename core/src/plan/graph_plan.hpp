@@ -224,6 +224,12 @@ struct GraphPlan {
     // Fused attention in a bf16 run whose products run in oneDNN multiplies in oneDNN too
     // (attention_forward_onednn); otherwise in Eigen.
     bool attention_in_onednn() const { return fused && products == ProductKernel::onednn_bf16; }
+    // A 16-bit run's linear op on oneDNN's fp32 products: its members widen their rows of its
+    // 16-bit input and round their rows of the output themselves (onednn_linear_forward_16bit_rows).
+    bool widens_input_rows(const OpDesc& op) const {
+        return sixteen_bit() && products == ProductKernel::onednn_f32 && op.kind == OpKind::linear &&
+               stored_16bit(op.inputs[0]);
+    }
     // --fused on in a 16-bit run: attention reads and writes its 16-bit tensors itself
     // (attention_forward_16bit, or attention_forward_onednn), as the planner's stagings assume.
     bool attention_in_storage(const OpDesc& op) const;

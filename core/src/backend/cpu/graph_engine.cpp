@@ -380,6 +380,8 @@ private:
                                       has_bias || op.kind == OpKind::lora_linear, product_writes_bf16(static_cast<int>(o)),
                                       weight_grad,
                                       p.input_grad && plan_.grad_offset[static_cast<size_t>(op.inputs[0])] >= 0);
+                if (plan_.widens_input_rows(op))
+                    onednn_linear_prepare_16bit_rows(*onednn_, shape[1], shape[0], plan_.rows(op, n), has_bias);
             }
         }
     }
@@ -607,11 +609,6 @@ private:
         return bf16_products() && op.kind == OpKind::linear && plan_.fused_with[static_cast<size_t>(o)] < 0 &&
                plan_.stored_16bit(op.outputs[0]);
     }
-    // A 16-bit run's linear op on oneDNN's fp32 products: its members widen their rows of the
-    // input and round their rows of the output themselves (onednn_linear_forward_16bit_rows).
-    bool widens_rows(const OpDesc& op) const {
-        return plan_.sixteen_bit() && !bf16_products() && op.kind == OpKind::linear && plan_.stored_16bit(op.inputs[0]);
-    }
     // Where op a's backward rounds its input gradient as the bf16 codes the oneDNN linear before it
     // reads as dY (GraphPlan::hands_dy_codes), or null where it hands none over: the activation
     // writes them in the product's scratch (it needs none of its own), attention in the
@@ -743,7 +740,7 @@ private:
                                                    onednn_bias(op, p), codes, shape[1], shape[0], rows, fused);
                         return;  // stored
                     }
-                    if (widens_rows(op)) {
+                    if (plan_.widens_input_rows(op)) {
                         const bool stores = plan_.stored_16bit(op.outputs[0]);
                         onednn_linear_forward_16bit_rows(
                             *onednn_, plan_.precision, tensor_16bit(op.inputs[0]), buffers_.input_staging[0],
