@@ -70,14 +70,15 @@ bool weight_grad_transposes_codes(int64_t in, int64_t rows, int members) {
 // Rows of its slice a member of onednn_linear_forward_16bit_rows widens, multiplies and rounds
 // at a time. Where W stays in L2 beside them (at most 256 KiB), blocks whose widened X and
 // product Y take about 256 KiB, so that the product reads X, and the rounding reads Y, from L2
-// rather than from memory (the GPT benchmark's fp16 forward widening took 0.6 of its perf
-// samples with whole slices, oneDNN's kernels 0.98, on an AVX2-only AMD EPYC, Zen 3, 512 KiB
-// L2). Otherwise the whole slice: each block reads all of W again, and blocks of the MLP's
-// 3-4 MiB weights made its updates 7-10% slower. Blocks are whole multiples of 48 rows: oneDNN's fp32 kernels compute rows in groups
-// of 24 (AVX2) or 48 (AVX-512), and in blocks of 48 most rows are grouped as in the member's
-// whole slice, so most shapes keep its bits (the benchmark models' do). Not all: oneDNN picks
-// its kernels by the whole product's shape, and a last block of 53 rows of a 161 x 130 product
-// summed some rows differently in the last bit (AVX2), so the blocks are the engine's products.
+// rather than from memory (on an AVX2-only AMD EPYC, Zen 3, 512 KiB L2, the GPT benchmark's
+// fp16 forward widening took 0.6 of the perf samples it had with whole slices, oneDNN's kernels
+// 0.98). Otherwise the whole slice: each block reads all of W again, and blocks of the MLP's
+// 3-4 MiB weights made its updates 7-10% slower. Blocks are whole multiples of 48 rows:
+// oneDNN's fp32 kernels compute rows in groups of 24 (AVX2) or 48 (AVX-512), and in blocks of
+// 48 most rows are grouped as in the member's whole slice, so most shapes keep its bits (the
+// benchmark models' do). Not all: oneDNN picks its kernels by the whole product's shape, and a
+// last block of 53 rows of a 161 x 130 product summed some rows differently in the last bit
+// (AVX2), so the blocks are the engine's products.
 constexpr int64_t kWidenedBlockBytes = int64_t{256} << 10;
 constexpr int64_t kKernelRowGroup = 48;
 int64_t widened_block_rows(int64_t in, int64_t out, int64_t slice_rows) {
