@@ -25,6 +25,10 @@ inline constexpr int kSumSquaresPartials = 512;
 inline constexpr int64_t kLayerNormRowChunks = 64;
 inline int64_t layernorm_backward_scratch_floats_cuda(int64_t C) { return kLayerNormRowChunks * 2 * C; }
 
+// The bias gradient's first pass: one partial sum per feature and fixed chunk of samples.
+inline constexpr int64_t kBiasSampleChunks = 64;
+inline int64_t bias_grad_partials_floats(int64_t features) { return kBiasSampleChunks * features; }
+
 // attention_backward (fp32): d(att) of one head for all samples, [B, T, T].
 inline int64_t attention_backward_scratch_floats(int64_t B, int64_t T) { return B * T * T; }
 

@@ -50,8 +50,11 @@ DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& g) {
     }
 
     int64_t needed_scratch = 0;
+    int64_t widest_bias = 0;
     for (const OpDesc& op : m.ops) {
-        if (op.kind == OpKind::layernorm) {
+        if (op.kind == OpKind::linear && op.params.size() > 1) {
+            widest_bias = std::max(widest_bias, m.params[static_cast<size_t>(op.params[1])].numel());
+        } else if (op.kind == OpKind::layernorm) {
             const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
             needed_scratch = std::max(needed_scratch, layernorm_backward_scratch_floats_cuda(C));
         } else if (op.kind == OpKind::attention && spec.fused) {
@@ -82,6 +85,7 @@ DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& g) {
     plan.totals_offset = take(work, 2 * 8);
     plan.sample_loss_offset = take(work, loss_terms * 8);
     plan.sample_correct_offset = take(work, loss_terms * 4);
+    if (widest_bias > 0) plan.bias_partials_offset = take(work, bias_grad_partials_floats(widest_bias) * 4);
     if (!m.token_input) {
         if (m.classes > 0) plan.labels_offset = take(work, loss_terms * 4);
         else plan.targets_offset = take(work, g.micro_batch * 4);

@@ -33,6 +33,7 @@ struct DevicePlan {
     int64_t labels_offset = -1;        // int32 per loss term (feature models; token models use the planner's)
     int64_t targets_offset = -1;       // float per sample (regression)
     int64_t indices_offset = -1;       // int64 per sample: rows of the preloaded split
+    int64_t bias_partials_offset = -1; // float[bias_grad_partials_floats]: the widest bias's (linear ops with one)
     int64_t workspace_bytes = 0;
 
     // --preload-device (feature models): the train split, copied once, gathered per micro-batch.

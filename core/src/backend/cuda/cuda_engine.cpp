@@ -660,21 +660,22 @@ private:
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
                 const int64_t out = shape[0], in = shape[1];
                 // A 16-bit product's operands are 16-bit: its output gradient is rounded into
-                // output staging 0 (free in the backward), as the CPU rounds it in place.
+                // output staging 0 (free in the backward), as the CPU rounds it in place, in the
+                // bias gradient's pass where there is a bias.
                 const bool sixteen = plan_.sixteen_bit();
-                const void* dz = dout;
-                if (sixteen) {
-                    convert_from_f32(dout, buffers_.output_staging[0], storage_type_for(plan_.precision), elements(op.outputs[0], n), stream_);
-                    dz = buffers_.output_staging[0];
-                }
                 const StorageType dz_type = sixteen ? storage_type_for(plan_.precision) : StorageType::f32;
+                void* rounded = sixteen ? buffers_.output_staging[0] : nullptr;
+                if (op.params.size() > 1)
+                    bias_grad(dout, out, rows, rounded, dz_type, static_cast<float*>(workspace_at(device_plan_.bias_partials_offset)),
+                              param_grad(op.params[1]), accumulates(param_write(o, 1)), stream_);
+                else if (sixteen)
+                    convert_from_f32(dout, rounded, dz_type, elements(op.outputs[0], n), stream_);
+                const void* dz = sixteen ? rounded : dout;
                 const cudaDataType_t operands = cuda_data_type(dz_type);
                 run_gemm(*gemm_,
                          linear_weight_grad_product(in, out, rows, stored(op.inputs[0]), dz, param_grad(op.params[0]),
                                                     operands, accumulates(param_write(o, 0))),
                          stream_);
-                if (op.params.size() > 1)
-                    bias_grad(dz, dz_type, out, rows, param_grad(op.params[1]), accumulates(param_write(o, 1)), stream_);
                 // The planner gives a linear op's input no other reader, so the product overwrites it.
                 if (float* dinput = grad(op.inputs[0]))
                     run_gemm(*gemm_,

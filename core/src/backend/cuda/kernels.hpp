@@ -68,10 +68,14 @@ void activation_forward(Activation kind, const void* z, void* a, StorageType typ
 // stored in another type than the gradient (16-bit activations, fp32 gradients).
 void activation_backward(Activation kind, void* grad, StorageType grad_type, const void* saved,
                          StorageType saved_type, int64_t n, cudaStream_t stream);
-// grad_bias[r] (+)= sum over columns of dz[r, c], summed in fp32 in a fixed order; stored
-// when `accumulate` is false (the first micro-batch of an update), added otherwise.
-void bias_grad(const void* dz, StorageType type, int64_t rows, int64_t cols, float* grad_bias,
-               bool accumulate, cudaStream_t stream);
+// grad_bias[f] (+)= sum over the samples of dz[f, c] ([features x count], fp32): stored when
+// `accumulate` is false (the first micro-batch of an update), added otherwise. Summed per fixed
+// chunk of samples in fp32 into `partials` (bias_grad_partials_floats(features)), then the chunks
+// in order in double, so the same inputs give the same bits on every run and every GPU. 16-bit
+// products: `rounded` (else null) receives dz rounded to rounded_type, the operand the products
+// read, in the same pass, and the sums are of those rounded values, as the CPU sums them.
+void bias_grad(const float* dz, int64_t features, int64_t count, void* rounded, StorageType rounded_type,
+               float* partials, float* grad_bias, bool accumulate, cudaStream_t stream);
 
 // --- loss_kernels.cu: per-sample loss (in double, as nn/loss.cpp), and the gradient of
 // grad_scale * loss wrt the outputs logits [classes x count]. dlogits may be null (evaluation).

@@ -120,6 +120,9 @@ __global__ void layernorm_param_partials_kernel(const float* __restrict__ dout, 
     const int64_t chunk = blockIdx.y;
     if (i >= C) return;
     float sum_w = 0.0f, sum_b = 0.0f;
+    // Unrolled so that several rows' loads are in flight at once (a row's sums still in order):
+    // with one block per 256 columns and chunk, few warps run, and each waited on its loads.
+#pragma unroll 8
     for (int64_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
         const float dy = dout[r * C + i];
         const float n = (load_as_float(inp[r * C + i]) - mean[r]) * rstd[r];
@@ -136,6 +139,8 @@ __global__ void layernorm_param_sum_kernel(const float* __restrict__ partials, i
     const int64_t i = blockIdx.x * int64_t(kColumnThreads) + threadIdx.x;
     if (i >= C) return;
     double sum_w = 0.0, sum_b = 0.0;
+    // Two blocks for a width of 384: the loads of 16 chunks in flight at once, not one at a time.
+#pragma unroll 16
     for (int64_t c = 0; c < chunks; ++c) {
         sum_w += partials[c * 2 * C + i];
         sum_b += partials[c * 2 * C + C + i];
