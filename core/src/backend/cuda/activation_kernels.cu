@@ -1,9 +1,6 @@
 // Element-wise activation forward/backward, bias add (when no cuBLASLt epilogue fits) and the
-// bias gradient (a sum over the batch in fixed chunks, fused with the rounding of the output
-// gradient for 16-bit products).
-#include <stdexcept>
-#include <type_traits>
-
+// bias gradient (a sum over the batch in fixed chunks, which also applies the backward of the
+// activation after the linear op and rounds the output gradient for 16-bit products).
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/storage_types.cuh"
 
@@ -39,6 +36,13 @@ __device__ __forceinline__ float derivative(Activation kind, float saved) {
     return 1.0f;
 }
 
+// The gradient g of an activation's output as its input's: g * act'(saved). ReLU passes g through
+// untouched (or 0), so 16-bit values are not re-rounded.
+__device__ __forceinline__ float activation_gradient(Activation kind, float g, float saved) {
+    if (kind == Activation::relu) return saved > 0.0f ? g : 0.0f;
+    return g * derivative(kind, saved);
+}
+
 template <typename T>
 __global__ void activation_forward_kernel(Activation kind, const T* z, T* a, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -51,13 +55,10 @@ __global__ void activation_backward_kernel(Activation kind, G* __restrict__ grad
                                            const S* __restrict__ saved, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
-        const float g = load_as_float(grad[i]);
-        // relu passes the gradient through untouched, so 16-bit values are not re-rounded.
-        if (kind == Activation::relu) {
-            if (!(load_as_float(saved[i]) > 0.0f)) grad[i] = store_from_float<G>(0.0f);
-        } else {
-            grad[i] = store_from_float<G>(g * derivative(kind, load_as_float(saved[i])));
-        }
+        // relu stores only its zeros, so the values it passes are left as they are.
+        const float saved_value = load_as_float(saved[i]);
+        if (kind == Activation::relu && saved_value > 0.0f) continue;
+        grad[i] = store_from_float<G>(activation_gradient(kind, load_as_float(grad[i]), saved_value));
     }
 }
 
@@ -75,11 +76,12 @@ __global__ void add_bias_kernel(Z* z, const B* __restrict__ bias, int64_t rows, 
 constexpr int kBiasFeatures = 32;
 constexpr int kBiasLanes = 8;
 
-// dz [features x count] (fp32, a sample's features contiguous). With Rounded not float, each value
-// is rounded as it is read and stored in `rounded`, and the rounded values are summed.
-template <typename Rounded>
-__global__ void bias_grad_partials_kernel(const float* __restrict__ dz, int64_t features, int64_t count,
-                                          Rounded* __restrict__ rounded, float* __restrict__ partials) {
+// dz [features x count] (fp32, a sample's features contiguous). Each value is first scaled by the
+// activation's derivative where `saved` is given, then stored in `out` where that is given
+// (rounded to Out: 16-bit codes, or fp32 in place), and summed as stored.
+template <typename Saved, typename Out>
+__global__ void bias_grad_partials_kernel(const float* dz, Activation kind, const Saved* __restrict__ saved, Out* out,
+                                          int64_t features, int64_t count, float* __restrict__ partials) {
     __shared__ float lane_sums[kBiasLanes][kBiasFeatures + 1];
     const int64_t feature = blockIdx.x * int64_t(kBiasFeatures) + threadIdx.x;
     const int64_t chunk = blockIdx.y;
@@ -88,11 +90,13 @@ __global__ void bias_grad_partials_kernel(const float* __restrict__ dz, int64_t 
     if (feature < features)
 #pragma unroll 4
         for (int64_t c = first + threadIdx.y; c < end; c += kBiasLanes) {
-            float value = dz[c * features + feature];
-            if constexpr (!std::is_same_v<Rounded, float>) {
-                const Rounded code = store_from_float<Rounded>(value);
-                rounded[c * features + feature] = code;
-                value = load_as_float(code);
+            const int64_t i = c * features + feature;
+            float value = dz[i];
+            if (saved != nullptr) value = activation_gradient(kind, value, load_as_float(saved[i]));
+            if (out != nullptr) {
+                const Out stored = store_from_float<Out>(value);
+                out[i] = stored;
+                value = load_as_float(stored);
             }
             sum += value;
         }
@@ -152,20 +156,22 @@ void activation_backward(Activation kind, void* grad, StorageType grad_type, con
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }
 
-void bias_grad(const float* dz, int64_t features, int64_t count, void* rounded, StorageType rounded_type,
-               float* partials, float* grad_bias, bool accumulate, cudaStream_t stream) {
+void bias_grad(const float* dz, int64_t features, int64_t count, const ActivationInBiasPass* activation, void* out,
+               StorageType out_type, float* partials, float* grad_bias, bool accumulate, cudaStream_t stream) {
     if (features == 0) return;
-    if (rounded != nullptr && rounded_type == StorageType::f32)
-        throw std::logic_error("bias_grad: the rounded copy of the gradient is for 16-bit products only");
     const dim3 block(kBiasFeatures, kBiasLanes);
     const dim3 grid(static_cast<unsigned>((features + kBiasFeatures - 1) / kBiasFeatures),
                     static_cast<unsigned>(kBiasSampleChunks));
-    auto partial_sums = [&]<typename Rounded>() {
-        bias_grad_partials_kernel<Rounded><<<grid, block, 0, stream>>>(dz, features, count, static_cast<Rounded*>(rounded),
-                                                                       partials);
-    };
-    if (rounded == nullptr) partial_sums.template operator()<float>();
-    else dispatch_storage(rounded_type, partial_sums);
+    const Activation kind = activation != nullptr ? activation->kind : Activation::relu;
+    const void* saved = activation != nullptr ? activation->saved : nullptr;
+    // Without an activation or an output the kernel never touches those pointers; their type is
+    // then any (f32 instantiates the fewest kernels).
+    dispatch_storage(activation != nullptr ? activation->saved_type : StorageType::f32, [&]<typename Saved>() {
+        dispatch_storage(out != nullptr ? out_type : StorageType::f32, [&]<typename Out>() {
+            bias_grad_partials_kernel<Saved, Out><<<grid, block, 0, stream>>>(
+                dz, kind, static_cast<const Saved*>(saved), static_cast<Out*>(out), features, count, partials);
+        });
+    });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
     bias_grad_sum_kernel<<<grid_for(features, kThreads), kThreads, 0, stream>>>(partials, features, grad_bias, accumulate);
     TRAINBENCH_CUDA_CHECK_LAUNCH();

@@ -506,6 +506,16 @@ private:
         return plan_.tensor_alias[static_cast<size_t>(op.outputs[0])] == linear_output ? with : -1;
     }
 
+    // The activation the planner fused with linear op o whose backward o's bias pass applies
+    // (bias_grad), else -1. The planner gives the activation's input gradient its output
+    // gradient's buffer, so the linear's output gradient arrives as the activation's, unscaled.
+    int activation_in_bias_pass(int o) const {
+        const OpDesc& op = model().ops[static_cast<size_t>(o)];
+        const int with = plan_.fused_with[static_cast<size_t>(o)];
+        if (op.kind != OpKind::linear || op.params.size() < 2 || with < 0) return -1;
+        return model().ops[static_cast<size_t>(with)].kind == OpKind::activation ? with : -1;
+    }
+
     void forward_op(int o, int64_t n) override {
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
@@ -660,17 +670,27 @@ private:
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
                 const int64_t out = shape[0], in = shape[1];
                 // A 16-bit product's operands are 16-bit: its output gradient is rounded into
-                // output staging 0 (free in the backward), as the CPU rounds it in place, in the
-                // bias gradient's pass where there is a bias.
+                // output staging 0 (free in the backward), as the CPU rounds it in place. Where
+                // there is a bias, that is done in the bias gradient's pass, which also applies
+                // the backward of the activation fused after this op (fp32: in place).
                 const bool sixteen = plan_.sixteen_bit();
                 const StorageType dz_type = sixteen ? storage_type_for(plan_.precision) : StorageType::f32;
-                void* rounded = sixteen ? buffers_.output_staging[0] : nullptr;
-                if (op.params.size() > 1)
-                    bias_grad(dout, out, rows, rounded, dz_type, static_cast<float*>(workspace_at(device_plan_.bias_partials_offset)),
-                              param_grad(op.params[1]), accumulates(param_write(o, 1)), stream_);
-                else if (sixteen)
-                    convert_from_f32(dout, rounded, dz_type, elements(op.outputs[0], n), stream_);
-                const void* dz = sixteen ? rounded : dout;
+                float* dz_f32 = grad(op.outputs[0]);
+                void* dz = sixteen ? buffers_.output_staging[0] : dz_f32;
+                if (op.params.size() > 1) {
+                    const int a = activation_in_bias_pass(o);
+                    ActivationInBiasPass activation;
+                    if (a >= 0) {
+                        const OpDesc& act = m.ops[static_cast<size_t>(a)];
+                        const int saved = activation_needs_input(act.activation) ? act.inputs[0] : act.outputs[0];
+                        activation = {.kind = act.activation, .saved = stored(saved), .saved_type = type_of(saved)};
+                    }
+                    bias_grad(dz_f32, out, rows, a >= 0 ? &activation : nullptr, sixteen || a >= 0 ? dz : nullptr, dz_type,
+                              static_cast<float*>(workspace_at(device_plan_.bias_partials_offset)), param_grad(op.params[1]),
+                              accumulates(param_write(o, 1)), stream_);
+                } else if (sixteen) {
+                    convert_from_f32(dz_f32, dz, dz_type, elements(op.outputs[0], n), stream_);
+                }
                 const cudaDataType_t operands = cuda_data_type(dz_type);
                 run_gemm(*gemm_,
                          linear_weight_grad_product(in, out, rows, stored(op.inputs[0]), dz, param_grad(op.params[0]),
@@ -686,6 +706,8 @@ private:
                 return;
             }
             case OpKind::activation: {
+                const int product = plan_.fused_into[static_cast<size_t>(o)];
+                if (product >= 0 && activation_in_bias_pass(product) == o) return;  // the product's bias pass applies it
                 // The input's gradient shares the output's buffer: scaled in place.
                 float* g = grad(op.inputs[0]);
                 if (!g) return;

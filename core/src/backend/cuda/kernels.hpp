@@ -68,14 +68,24 @@ void activation_forward(Activation kind, const void* z, void* a, StorageType typ
 // stored in another type than the gradient (16-bit activations, fp32 gradients).
 void activation_backward(Activation kind, void* grad, StorageType grad_type, const void* saved,
                          StorageType saved_type, int64_t n, cudaStream_t stream);
-// grad_bias[f] (+)= sum over the samples of dz[f, c] ([features x count], fp32): stored when
-// `accumulate` is false (the first micro-batch of an update), added otherwise. Summed per fixed
-// chunk of samples in fp32 into `partials` (bias_grad_partials_floats(features)), then the chunks
-// in order in double, so the same inputs give the same bits on every run and every GPU. 16-bit
-// products: `rounded` (else null) receives dz rounded to rounded_type, the operand the products
-// read, in the same pass, and the sums are of those rounded values, as the CPU sums them.
-void bias_grad(const float* dz, int64_t features, int64_t count, void* rounded, StorageType rounded_type,
-               float* partials, float* grad_bias, bool accumulate, cudaStream_t stream);
+// The activation after a linear op whose backward the linear's bias pass applies (bias_grad).
+struct ActivationInBiasPass {
+    Activation kind = Activation::relu;
+    const void* saved = nullptr;  // as for activation_backward: z for gelu, the output a otherwise
+    StorageType saved_type = StorageType::f32;
+};
+// A linear op's output gradient dz ([features x count], fp32) in one pass:
+// - where `activation` is given, dz holds the activation's output gradient, and each value is
+//   first multiplied by its derivative (activation_backward's arithmetic), so that the activation
+//   needs no pass of its own;
+// - where `out` is given, the values are stored there as out_type: 16-bit codes, the operand
+//   16-bit products read, or fp32 (out may be dz itself);
+// - grad_bias[f] (+)= the sum over the samples of the values as stored: stored when `accumulate`
+//   is false (the first micro-batch of an update), added otherwise. Summed per fixed chunk of
+//   samples in fp32 into `partials` (bias_grad_partials_floats(features)), then the chunks in
+//   order in double, so the same inputs give the same bits on every run and every GPU.
+void bias_grad(const float* dz, int64_t features, int64_t count, const ActivationInBiasPass* activation, void* out,
+               StorageType out_type, float* partials, float* grad_bias, bool accumulate, cudaStream_t stream);
 
 // --- loss_kernels.cu: per-sample loss (in double, as nn/loss.cpp), and the gradient of
 // grad_scale * loss wrt the outputs logits [classes x count]. dlogits may be null (evaluation).

@@ -1,6 +1,7 @@
 // LayerNorm forward and backward with the arithmetic of nn/layernorm.cpp: per-row statistics
-// summed in double, the parameter gradients summed over fixed chunks of rows and then over the
-// chunks in order, so the result depends on neither scheduling nor the GPU's size.
+// summed in double, the parameter gradients summed over fixed chunks of rows (within a chunk in 8
+// interleaved lanes, added in order) and then over the chunks in order, so the result depends on
+// neither scheduling nor the GPU's size.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.hpp"
@@ -14,6 +15,8 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;  // one warp per row
 constexpr int kColumnThreads = 256;
+constexpr int kParamColumns = 32;  // the parameter partial sums' block: 32 columns x 8 row lanes
+constexpr int kParamLanes = 8;
 // As nn/layernorm.cpp's kRowChunks, so the planner's scratch (layernorm_backward_scratch_floats)
 // holds the partial sums.
 constexpr int64_t kRowChunks = kLayerNormRowChunks;
@@ -110,27 +113,37 @@ __global__ void layernorm_input_grad_kernel(const float* dout, const X* __restri
     }
 }
 
-// Block (column tile, chunk): each thread sums its column over the chunk's rows in order.
+// Block (32 columns, chunk of rows): its 8 thread rows take every 8th row of the chunk, and their
+// sums are added in a fixed order. One thread per column and chunk instead (C x 64 threads, 768
+// warps for C = 384 on an H200's 132 SMs) left each waiting on its loads.
 template <typename X>
 __global__ void layernorm_param_partials_kernel(const float* __restrict__ dout, const X* __restrict__ inp,
                                                 const float* __restrict__ mean, const float* __restrict__ rstd,
                                                 int64_t rows, int64_t C, int64_t chunks,
                                                 float* __restrict__ partials) {
-    const int64_t i = blockIdx.x * int64_t(kColumnThreads) + threadIdx.x;
+    __shared__ float lane_sums[2][kParamLanes][kParamColumns + 1];
+    const int64_t i = blockIdx.x * int64_t(kParamColumns) + threadIdx.x;
     const int64_t chunk = blockIdx.y;
-    if (i >= C) return;
     float sum_w = 0.0f, sum_b = 0.0f;
-    // Unrolled so that several rows' loads are in flight at once (a row's sums still in order):
-    // with one block per 256 columns and chunk, few warps run, and each waited on its loads.
-#pragma unroll 8
-    for (int64_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
-        const float dy = dout[r * C + i];
-        const float n = (load_as_float(inp[r * C + i]) - mean[r]) * rstd[r];
-        sum_w += dy * n;
-        sum_b += dy;
+    if (i < C)
+#pragma unroll 4
+        for (int64_t r = rows * chunk / chunks + threadIdx.y; r < rows * (chunk + 1) / chunks; r += kParamLanes) {
+            const float dy = dout[r * C + i];
+            const float n = (load_as_float(inp[r * C + i]) - mean[r]) * rstd[r];
+            sum_w += dy * n;
+            sum_b += dy;
+        }
+    lane_sums[0][threadIdx.y][threadIdx.x] = sum_w;
+    lane_sums[1][threadIdx.y][threadIdx.x] = sum_b;
+    __syncthreads();
+    if (threadIdx.y != 0 || i >= C) return;
+    float total_w = 0.0f, total_b = 0.0f;
+    for (int lane = 0; lane < kParamLanes; ++lane) {
+        total_w += lane_sums[0][lane][threadIdx.x];
+        total_b += lane_sums[1][lane][threadIdx.x];
     }
-    partials[chunk * 2 * C + i] = sum_w;
-    partials[chunk * 2 * C + C + i] = sum_b;
+    partials[chunk * 2 * C + i] = total_w;
+    partials[chunk * 2 * C + C + i] = total_b;
 }
 
 __global__ void layernorm_param_sum_kernel(const float* __restrict__ partials, int64_t C, int64_t chunks,
@@ -188,9 +201,9 @@ void layernorm_backward(const float* dout, const void* inp, StorageType inp_type
     // The parameter sums read dout first: dinp may overwrite it in place.
     const int64_t chunks = std::min(rows, kRowChunks);
     dispatch_storage(inp_type, [&]<typename X>() {
-        layernorm_param_partials_kernel<X><<<dim3(column_blocks(C), static_cast<unsigned>(chunks)), kColumnThreads,
-                                             0, stream>>>(dout, static_cast<const X*>(inp), mean, rstd, rows, C,
-                                                          chunks, scratch);
+        const dim3 grid(static_cast<unsigned>((C + kParamColumns - 1) / kParamColumns), static_cast<unsigned>(chunks));
+        layernorm_param_partials_kernel<X><<<grid, dim3(kParamColumns, kParamLanes), 0, stream>>>(
+            dout, static_cast<const X*>(inp), mean, rstd, rows, C, chunks, scratch);
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
     layernorm_param_sum_kernel<<<column_blocks(C), kColumnThreads, 0, stream>>>(scratch, C, chunks, dweight, dbias,
