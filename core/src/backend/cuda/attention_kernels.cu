@@ -67,8 +67,11 @@ __global__ void causal_softmax_backward_kernel(const float* __restrict__ att, fl
 }
 
 // causal_softmax_kernel's arithmetic on fp32 scores, storing the probabilities rounded to the
-// 16-bit type H (exactly 0 above the diagonal).
-template <typename H>
+// 16-bit type H (exactly 0 above the diagonal). With PerLane > 0 (T <= 32 * PerLane) each lane
+// keeps its values of the row in registers: the scores are read once and each exponential is
+// computed once, where the loop over memory (PerLane 0) reads the row three times and computes
+// the exponentials twice. The same operations in the same order either way.
+template <typename H, int PerLane>
 __global__ void causal_softmax_16bit_kernel(const float* __restrict__ scores, H* __restrict__ att, int64_t rows,
                                             int64_t T, float scale) {
     const int lane = threadIdx.x % 32;
@@ -78,18 +81,42 @@ __global__ void causal_softmax_16bit_kernel(const float* __restrict__ scores, H*
     const float* a = scores + row * T;
     H* p = att + row * T;
     float max_score = -INFINITY;
-    for (int64_t j = lane; j <= t; j += 32) max_score = fmaxf(max_score, a[j] * scale);
-    max_score = warp_max(max_score);
     double sum = 0.0;
-    for (int64_t j = lane; j <= t; j += 32) sum += expf(a[j] * scale - max_score);
-    const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
-    for (int64_t j = lane; j < T; j += 32)
-        p[j] = store_from_float<H>(j <= t ? expf(a[j] * scale - max_score) * inv_sum : 0.0f);
+    if constexpr (PerLane == 0) {
+        for (int64_t j = lane; j <= t; j += 32) max_score = fmaxf(max_score, a[j] * scale);
+        max_score = warp_max(max_score);
+        for (int64_t j = lane; j <= t; j += 32) sum += expf(a[j] * scale - max_score);
+        const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
+        for (int64_t j = lane; j < T; j += 32)
+            p[j] = store_from_float<H>(j <= t ? expf(a[j] * scale - max_score) * inv_sum : 0.0f);
+    } else {
+        float value[PerLane];
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k) {
+            const int64_t j = lane + 32 * k;
+            value[k] = j <= t ? a[j] : 0.0f;
+            if (j <= t) max_score = fmaxf(max_score, value[k] * scale);
+        }
+        max_score = warp_max(max_score);
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k)
+            if (lane + 32 * k <= t) {
+                value[k] = expf(value[k] * scale - max_score);
+                sum += value[k];
+            }
+        const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k) {
+            const int64_t j = lane + 32 * k;
+            if (j < T) p[j] = store_from_float<H>(j <= t ? value[k] * inv_sum : 0.0f);
+        }
+    }
 }
 
 // causal_softmax_backward_kernel's arithmetic with 16-bit probabilities, storing scale * dS
-// rounded to H into ds ([B, T, T], head `head`).
-template <typename H>
+// rounded to H into ds ([B, T, T], head `head`). PerLane as for causal_softmax_16bit_kernel: p
+// and g read once into registers, or (0) twice from memory.
+template <typename H, int PerLane>
 __global__ void causal_softmax_backward_16bit_kernel(const H* __restrict__ att, const float* __restrict__ g,
                                                      H* __restrict__ ds, int64_t B, int64_t T, int64_t n_head,
                                                      int64_t head, float scale) {
@@ -101,10 +128,36 @@ __global__ void causal_softmax_backward_16bit_kernel(const H* __restrict__ att, 
     const float* d = g + row * T;
     H* out = ds + row * T;
     double dot = 0.0;
-    for (int64_t j = lane; j <= t; j += 32) dot += static_cast<double>(load_as_float(p[j])) * d[j];
-    const float row_dot = static_cast<float>(warp_sum(dot));
-    for (int64_t j = lane; j < T; j += 32)
-        out[j] = store_from_float<H>(j <= t ? scale * (load_as_float(p[j]) * (d[j] - row_dot)) : 0.0f);
+    if constexpr (PerLane == 0) {
+        for (int64_t j = lane; j <= t; j += 32) dot += static_cast<double>(load_as_float(p[j])) * d[j];
+        const float row_dot = static_cast<float>(warp_sum(dot));
+        for (int64_t j = lane; j < T; j += 32)
+            out[j] = store_from_float<H>(j <= t ? scale * (load_as_float(p[j]) * (d[j] - row_dot)) : 0.0f);
+    } else {
+        float probability[PerLane], gradient[PerLane];
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k) {
+            const int64_t j = lane + 32 * k;
+            probability[k] = j <= t ? load_as_float(p[j]) : 0.0f;
+            gradient[k] = j <= t ? d[j] : 0.0f;
+            if (j <= t) dot += static_cast<double>(probability[k]) * gradient[k];
+        }
+        const float row_dot = static_cast<float>(warp_sum(dot));
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k) {
+            const int64_t j = lane + 32 * k;
+            if (j < T) out[j] = store_from_float<H>(j <= t ? scale * (probability[k] * (gradient[k] - row_dot)) : 0.0f);
+        }
+    }
+}
+
+// Calls launch.template operator()<PerLane>() with the fewest registers per lane that hold a row
+// of T values (0: T too long for registers, the loops over memory).
+template <typename Launch>
+void with_values_per_lane(int64_t T, Launch&& launch) {
+    if (T <= 32 * 8) launch.template operator()<8>();
+    else if (T <= 32 * 32) launch.template operator()<32>();
+    else launch.template operator()<0>();
 }
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
@@ -269,8 +322,10 @@ void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, vo
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
     dispatch_storage(type, [&]<typename H>() {
         if constexpr (!std::is_same_v<H, float>) {
-            causal_softmax_16bit_kernel<H><<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(
-                scores, static_cast<H*>(att), B * n_head * T, T, scale);
+            with_values_per_lane(T, [&]<int PerLane>() {
+                causal_softmax_16bit_kernel<H, PerLane><<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(
+                    scores, static_cast<H*>(att), B * n_head * T, T, scale);
+            });
             TRAINBENCH_CUDA_CHECK_LAUNCH();
         }
     });
@@ -301,8 +356,10 @@ void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void*
         product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, 3 * C, T * 3 * C, dy, C, T * C, G, StorageType::f32, T, T * T);
         dispatch_storage(type, [&]<typename H>() {
             if constexpr (!std::is_same_v<H, float>) {
-                causal_softmax_backward_16bit_kernel<H><<<row_blocks(B * T), kRowsPerBlock * 32, 0, stream>>>(
-                    static_cast<const H*>(att), G, static_cast<H*>(dS), B, T, n_head, h, scale);
+                with_values_per_lane(T, [&]<int PerLane>() {
+                    causal_softmax_backward_16bit_kernel<H, PerLane><<<row_blocks(B * T), kRowsPerBlock * 32, 0, stream>>>(
+                        static_cast<const H*>(att), G, static_cast<H*>(dS), B, T, n_head, h, scale);
+                });
                 TRAINBENCH_CUDA_CHECK_LAUNCH();
             }
         });
