@@ -50,6 +50,17 @@ __global__ void activation_forward_kernel(Activation kind, const T* z, T* a, int
         a[i] = store_from_float<T>(activate(kind, load_as_float(z[i])));
 }
 
+// activation_forward_kernel a Pack8 at a time; a may alias z (each pack is read before it is written).
+template <typename T>
+__global__ void activation_forward_packed_kernel(Activation kind, const Pack8<T>* z, Pack8<T>* a, int64_t packs) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += int64_t(gridDim.x) * blockDim.x) {
+        Pack8<T> values = z[i];
+#pragma unroll
+        for (int k = 0; k < kPackValues; ++k) values.v[k] = store_from_float<T>(activate(kind, load_as_float(values.v[k])));
+        a[i] = values;
+    }
+}
+
 template <typename G, typename S>
 __global__ void activation_backward_kernel(Activation kind, G* __restrict__ grad,
                                            const S* __restrict__ saved, int64_t n) {
@@ -138,8 +149,14 @@ void activation_forward(Activation kind, const void* z, void* a, StorageType typ
                         cudaStream_t stream) {
     if (n == 0) return;
     dispatch_storage(type, [&]<typename T>() {
-        activation_forward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-            kind, static_cast<const T*>(z), static_cast<T*>(a), n);
+        if (packs_fit<T, T>(z, a, n)) {
+            const int64_t packs = n / kPackValues;
+            activation_forward_packed_kernel<T><<<grid_for(packs, kThreads), kThreads, 0, stream>>>(
+                kind, static_cast<const Pack8<T>*>(z), static_cast<Pack8<T>*>(a), packs);
+        } else {
+            activation_forward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
+                kind, static_cast<const T*>(z), static_cast<T*>(a), n);
+        }
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }

@@ -16,6 +16,18 @@ __global__ void convert_kernel(const float* __restrict__ source, T* __restrict__
 }
 
 template <typename T>
+__global__ void convert_packed_kernel(const Pack8<float>* __restrict__ source, Pack8<T>* __restrict__ destination,
+                                      int64_t packs) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < packs; i += int64_t(gridDim.x) * blockDim.x) {
+        const Pack8<float> in = source[i];
+        Pack8<T> out;
+#pragma unroll
+        for (int k = 0; k < kPackValues; ++k) out.v[k] = store_from_float<T>(in.v[k]);
+        destination[i] = out;
+    }
+}
+
+template <typename T>
 __global__ void widen_kernel(const T* __restrict__ source, float* __restrict__ destination, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x)
@@ -61,8 +73,13 @@ void convert_from_f32(const float* source, void* destination, StorageType type, 
                       cudaStream_t stream) {
     if (n == 0) return;
     dispatch_storage(type, [&]<typename T>() {
-        convert_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-            source, static_cast<T*>(destination), n);
+        if (packs_fit<float, T>(source, destination, n)) {
+            const int64_t packs = n / kPackValues;
+            convert_packed_kernel<T><<<grid_for(packs, kThreads), kThreads, 0, stream>>>(
+                reinterpret_cast<const Pack8<float>*>(source), static_cast<Pack8<T>*>(destination), packs);
+        } else {
+            convert_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(source, static_cast<T*>(destination), n);
+        }
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
 }

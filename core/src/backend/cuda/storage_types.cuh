@@ -3,6 +3,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+
 #include "backend/cuda/kernels.hpp"
 
 namespace trainbench::cuda {
@@ -30,6 +32,23 @@ void dispatch_storage(StorageType type, Functor&& functor) {
         case StorageType::f16: functor.template operator()<__half>(); return;
         case StorageType::bf16: functor.template operator()<__nv_bfloat16>(); return;
     }
+}
+
+// N values of T moved in one aligned access (16 bytes for eight 16-bit values): element-wise
+// kernels read and write these where the pointers and the count allow, since one 2-byte access
+// per thread leaves much of the memory bandwidth unused. Same values, same operations.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+    T v[N];
+};
+inline constexpr int kPackValues = 8;
+template <typename T>
+using Pack8 = Pack<T, kPackValues>;
+// Whether n values at each pointer can move as Pack8s of their types.
+template <typename A, typename B>
+inline bool packs_fit(const void* a, const void* b, int64_t n) {
+    return n % kPackValues == 0 && reinterpret_cast<uintptr_t>(a) % sizeof(Pack8<A>) == 0 &&
+           reinterpret_cast<uintptr_t>(b) % sizeof(Pack8<B>) == 0;
 }
 
 inline unsigned grid_for(int64_t n, int threads, int64_t max_blocks = 65535LL * 16) {
