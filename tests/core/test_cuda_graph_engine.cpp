@@ -22,6 +22,7 @@
 #include "core/same_bits.hpp"
 #include "model/build_model.hpp"
 #include "model/init_weights.hpp"
+#include "plan/cuda_device_plan.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/trainer.hpp"
 #include "trainbench/weights.hpp"
@@ -319,6 +320,28 @@ private slots:
             else
                 QVERIFY2(added > 0, qPrintable(QString("added %1 bytes").arg(added)));
         }
+    }
+
+    // Needs no GPU: the bias pass's partial sums (kBiasSampleChunks per feature of the widest
+    // bias: a GPT's MLP, 4 C) have a place of their own in the CUDA workspace, after the pieces
+    // laid out before it and inside the block; a model without a biased linear op gets none.
+    void workspace_holds_the_bias_partial_sums() {
+        const GptShape shape = shape_with_context(64, 64);
+        const EngineSpec gpt = gpt_spec(shape, 8, false, Precision::bf16);
+        const cuda::DevicePlan plan = cuda::make_device_plan(gpt, cuda::plan_cuda_graph(gpt));
+        const int64_t loss_terms = 8 * gpt.model.loss_terms_per_sample;
+        const int64_t bytes = cuda::bias_grad_partials_floats(4 * shape.n_embd) * 4;
+        qInfo("bias partial sums: %lld bytes at %lld of a %lld-byte workspace", (long long)bytes,
+              (long long)plan.bias_partials_offset, (long long)plan.workspace_bytes);
+        QVERIFY(plan.bias_partials_offset >= plan.sample_correct_offset + loss_terms * 4);
+        QVERIFY(plan.bias_partials_offset + bytes <= plan.workspace_bytes);
+        for (int64_t offset : {plan.labels_offset, plan.targets_offset, plan.indices_offset})
+            QVERIFY(offset < 0 || offset >= plan.bias_partials_offset + bytes || offset + 4 <= plan.bias_partials_offset);
+
+        EngineSpec unbiased = gpt;
+        for (OpDesc& op : unbiased.model.ops)
+            if (op.kind == OpKind::linear && op.params.size() > 1) op.params.resize(1);
+        QCOMPARE(cuda::make_device_plan(unbiased, cuda::plan_cuda_graph(unbiased)).bias_partials_offset, int64_t{-1});
     }
 
     // The plans above are computed on the host in every build; what follows runs the engine.
