@@ -344,6 +344,22 @@ private slots:
         QCOMPARE(cuda::make_device_plan(unbiased, cuda::plan_cuda_graph(unbiased)).bias_partials_offset, int64_t{-1});
     }
 
+    // Needs no GPU: where q k^T and the softmax are one kernel (head size a multiple of 16), the
+    // 16-bit attention's scratch holds only the backward's one head of G and dS; otherwise also
+    // the forward's fp32 scores of every head.
+    void sixteen_bit_attention_scratch_follows_the_forward_kernel() {
+        for (int64_t n_embd : {64, 32}) {  // head size 16 (one kernel) and 8 (cuBLAS + softmax)
+            const GptShape shape = shape_with_context(64, n_embd);
+            const EngineSpec gpt = gpt_spec(shape, 8, false, Precision::bf16);
+            const cuda::DevicePlan plan = cuda::make_device_plan(gpt, cuda::plan_cuda_graph(gpt));
+            const int64_t B = 8, T = 64, H = shape.n_head;
+            const int64_t backward = cuda::attention_16bit_g_floats(B, T) + (B * T * T + 1) / 2;
+            const bool one_kernel = n_embd / H % 16 == 0;
+            QCOMPARE(cuda::attention_scores_in_one_kernel(T, n_embd, H), one_kernel);
+            QCOMPARE(plan.attention_scratch_floats, one_kernel ? backward : std::max(B * H * T * T, backward));
+        }
+    }
+
     // The plans above are computed on the host in every build; what follows runs the engine.
 #ifndef TRAINBENCH_WITH_CUDA
     void cuda_engine() { QSKIP(("CUDA engine not tested: " + cuda_unavailable_reason()).c_str()); }
@@ -643,18 +659,25 @@ private slots:
     void sixteen_bit_matches_the_cpu_engine_data() {
         QTest::addColumn<int>("precision");
         QTest::addColumn<bool>("gpt");
-        QTest::newRow("GPT bf16") << int(Precision::bf16) << true;
-        QTest::newRow("GPT fp16") << int(Precision::fp16) << true;
-        QTest::newRow("MLP bf16") << int(Precision::bf16) << false;
-        QTest::newRow("MLP fp16") << int(Precision::fp16) << false;
+        QTest::addColumn<int>("T");
+        QTest::addColumn<int>("n_embd");
+        QTest::newRow("GPT bf16") << int(Precision::bf16) << true << 13 << 32;
+        QTest::newRow("GPT fp16") << int(Precision::fp16) << true << 13 << 32;
+        // Head size 16 and T two 16-query tiles: q k^T and the softmax in one kernel on the
+        // tensor cores (attention_scores_in_one_kernel), where the rows above take cuBLAS's.
+        QTest::newRow("GPT bf16 scores in one kernel") << int(Precision::bf16) << true << 32 << 64;
+        QTest::newRow("GPT fp16 scores in one kernel") << int(Precision::fp16) << true << 32 << 64;
+        QTest::newRow("MLP bf16") << int(Precision::bf16) << false << 13 << 32;
+        QTest::newRow("MLP fp16") << int(Precision::fp16) << false << 13 << 32;
     }
     void sixteen_bit_matches_the_cpu_engine() {
         REQUIRE_GPU();
         QFETCH(int, precision);
         QFETCH(bool, gpt);
+        QFETCH(int, T);
+        QFETCH(int, n_embd);
         const Precision sixteen = Precision(precision);
         // The model and its micro-batches of B samples.
-        const int64_t T = 13;
         const Windows windows = random_windows(T, 60, 65, 9);
         constexpr int64_t features = 20, classes = 5, samples = 60;
         std::vector<float> x(features * samples);
@@ -664,7 +687,7 @@ private slots:
         for (float& v : x) v = normal(random);
         for (int32_t& label : labels) label = int32_t(random() % classes);
         auto spec_for = [&](Precision p) {
-            if (gpt) return gpt_spec(shape_with_context(T), B, false, p);
+            if (gpt) return gpt_spec(shape_with_context(T, n_embd), B, false, p);
             EngineSpec spec;
             spec.model = build_mlp({features, 64, 64, classes}, Activation::gelu, classes);
             spec.optimizer.kind = OptimizerKind::adamw;

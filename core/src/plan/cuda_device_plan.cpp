@@ -58,8 +58,9 @@ DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& g) {
             const int64_t C = m.params[static_cast<size_t>(op.params[0])].shape[0];
             needed_scratch = std::max(needed_scratch, layernorm_backward_scratch_floats_cuda(C));
         } else if (op.kind == OpKind::attention && spec.fused) {
+            const int64_t C = m.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
             const int64_t floats = g.sixteen_bit()
-                                       ? attention_16bit_scratch_floats(g.micro_batch, op.rows_per_sample, op.heads)
+                                       ? attention_16bit_scratch_floats(g.micro_batch, op.rows_per_sample, C, op.heads)
                                        : attention_backward_scratch_floats(g.micro_batch, op.rows_per_sample);
             plan.attention_scratch_floats = std::max(plan.attention_scratch_floats, floats);
         } else if (op.kind == OpKind::attention) {

@@ -9,10 +9,15 @@
 // rounding points nn/attention.hpp names for both engines: q, k, v and att are read from their
 // 16-bit storage, the softmax rounds the probabilities as it stores them, the backward's softmax
 // rounds scale * dS, and the output gradient arrives rounded (the caller's). So no fp32 copy of
-// qkv or att is made, and the products run at the tensor cores' rate instead of as SGEMMs.
+// qkv or att is made, and the products run at the tensor cores' rate instead of as SGEMMs. Where
+// the shapes allow (attention_scores_in_one_kernel), q k^T and the softmax are one kernel of our
+// own on the tensor cores, so the [B, H, T, T] fp32 scores are neither written nor read back, and
+// tiles above the diagonal are not computed at all.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+
+#include <mma.h>
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/gpt_kernels.hpp"
@@ -147,6 +152,68 @@ __global__ void causal_softmax_backward_16bit_kernel(const H* __restrict__ att, 
         for (int k = 0; k < PerLane; ++k) {
             const int64_t j = lane + 32 * k;
             if (j < T) out[j] = store_from_float<H>(j <= t ? scale * (probability[k] * (gradient[k] - row_dot)) : 0.0f);
+        }
+    }
+}
+
+// q k^T and the causal softmax in one kernel (attention_scores_in_one_kernel): block (16-query
+// tile, head, sample), 4 warps. Each warp multiplies q's 16 rows by 16-key tiles of k on the
+// tensor cores (fp32 accumulation) for the key tiles the causal mask keeps, into the block's
+// fp32 scores in shared memory; then each warp takes 4 of the 16 rows through
+// causal_softmax_16bit_kernel's arithmetic (registers, PerLane) and stores them rounded into att.
+// The scores never go to global memory.
+constexpr int kScoreTile = 16;
+constexpr int kScoreWarps = 4;
+
+template <typename H, int PerLane>
+__global__ void causal_scores_softmax_kernel(const H* __restrict__ qkv, H* __restrict__ att, int64_t T, int64_t C,
+                                             int64_t n_head, float scale) {
+    extern __shared__ float scores[];  // [kScoreTile][T + 4]
+    const int64_t stride = T + 4;      // a multiple of 4 floats, as wmma's stores want
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t tile = blockIdx.x, head = blockIdx.y, b = blockIdx.z;
+    const int64_t hs = C / n_head;
+    const H* q = qkv + (b * T + tile * kScoreTile) * 3 * C + head * hs;
+    for (int64_t key_tile = warp; key_tile <= tile; key_tile += kScoreWarps) {
+        const H* k = qkv + (b * T + key_tile * kScoreTile) * 3 * C + C + head * hs;
+        nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> s;
+        nvcuda::wmma::fill_fragment(s, 0.0f);
+        for (int64_t d = 0; d < hs; d += 16) {
+            nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, H, nvcuda::wmma::row_major> a;
+            nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, H, nvcuda::wmma::col_major> bk;
+            nvcuda::wmma::load_matrix_sync(a, q + d, static_cast<unsigned>(3 * C));   // a(t, d) = q[t][d]
+            nvcuda::wmma::load_matrix_sync(bk, k + d, static_cast<unsigned>(3 * C));  // b(d, j) = k[j][d]
+            nvcuda::wmma::mma_sync(s, a, bk, s);
+        }
+        nvcuda::wmma::store_matrix_sync(scores + key_tile * kScoreTile, s, static_cast<unsigned>(stride),
+                                        nvcuda::wmma::mem_row_major);
+    }
+    __syncthreads();
+    for (int r = warp; r < kScoreTile; r += kScoreWarps) {
+        const int64_t t = tile * kScoreTile + r;
+        const float* a = scores + r * stride;
+        H* p = att + ((b * n_head + head) * T + t) * T;
+        float value[PerLane];
+        float max_score = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k) {
+            const int64_t j = lane + 32 * k;
+            value[k] = j <= t ? a[j] : 0.0f;
+            if (j <= t) max_score = fmaxf(max_score, value[k] * scale);
+        }
+        max_score = warp_max(max_score);
+        double sum = 0.0;
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k)
+            if (lane + 32 * k <= t) {
+                value[k] = expf(value[k] * scale - max_score);
+                sum += value[k];
+            }
+        const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k) {
+            const int64_t j = lane + 32 * k;
+            if (j < T) p[j] = store_from_float<H>(j <= t ? value[k] * inv_sum : 0.0f);
         }
     }
 }
@@ -313,22 +380,37 @@ void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, vo
     if (B == 0 || T == 0) return;
     const int64_t hs = C / n_head;
     const Batched16 product{blas, static_cast<int>(B), type};
-    for (int64_t h = 0; h < n_head; ++h) {
-        const void* q = at(qkv, h * hs, type);
-        // A(j, t) = sum_d K(d, j) Q(d, t), in fp32
-        product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, at(q, C, type), 3 * C, T * 3 * C, q, 3 * C, T * 3 * C,
-                scores + h * T * T, StorageType::f32, T, n_head * T * T);
-    }
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
-    dispatch_storage(type, [&]<typename H>() {
-        if constexpr (!std::is_same_v<H, float>) {
-            with_values_per_lane(T, [&]<int PerLane>() {
-                causal_softmax_16bit_kernel<H, PerLane><<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(
-                    scores, static_cast<H*>(att), B * n_head * T, T, scale);
-            });
-            TRAINBENCH_CUDA_CHECK_LAUNCH();
+    if (attention_scores_in_one_kernel(T, C, n_head)) {
+        const dim3 grid(static_cast<unsigned>(T / kScoreTile), static_cast<unsigned>(n_head), static_cast<unsigned>(B));
+        const size_t shared = static_cast<size_t>(kScoreTile * (T + 4)) * sizeof(float);
+        dispatch_storage(type, [&]<typename H>() {
+            if constexpr (!std::is_same_v<H, float>) {
+                with_values_per_lane(T, [&]<int PerLane>() {
+                    if constexpr (PerLane > 0)
+                        causal_scores_softmax_kernel<H, PerLane><<<grid, kScoreWarps * 32, shared, stream>>>(
+                            static_cast<const H*>(qkv), static_cast<H*>(att), T, C, n_head, scale);
+                });
+                TRAINBENCH_CUDA_CHECK_LAUNCH();
+            }
+        });
+    } else {
+        for (int64_t h = 0; h < n_head; ++h) {
+            const void* q = at(qkv, h * hs, type);
+            // A(j, t) = sum_d K(d, j) Q(d, t), in fp32
+            product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, at(q, C, type), 3 * C, T * 3 * C, q, 3 * C, T * 3 * C,
+                    scores + h * T * T, StorageType::f32, T, n_head * T * T);
         }
-    });
+        dispatch_storage(type, [&]<typename H>() {
+            if constexpr (!std::is_same_v<H, float>) {
+                with_values_per_lane(T, [&]<int PerLane>() {
+                    causal_softmax_16bit_kernel<H, PerLane><<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(
+                        scores, static_cast<H*>(att), B * n_head * T, T, scale);
+                });
+                TRAINBENCH_CUDA_CHECK_LAUNCH();
+            }
+        });
+    }
     for (int64_t h = 0; h < n_head; ++h)
         // Yc(d, t) = sum_j V(d, j) A(j, t), rounded once into out
         product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, at(qkv, h * hs + 2 * C, type), 3 * C, T * 3 * C,
