@@ -344,19 +344,20 @@ private slots:
         QCOMPARE(cuda::make_device_plan(unbiased, cuda::plan_cuda_graph(unbiased)).bias_partials_offset, int64_t{-1});
     }
 
-    // Needs no GPU: where q k^T and the softmax are one kernel (head size a multiple of 16), the
-    // 16-bit attention's scratch holds only the backward's one head of G and dS; otherwise also
-    // the forward's fp32 scores of every head.
+    // Needs no GPU: where q k^T and the softmax (and dY V^T and its backward) are one kernel
+    // (head size a multiple of 16), the 16-bit attention's scratch holds only one head's dS;
+    // otherwise also the backward's G and the forward's fp32 scores of every head.
     void sixteen_bit_attention_scratch_follows_the_forward_kernel() {
         for (int64_t n_embd : {64, 32}) {  // head size 16 (one kernel) and 8 (cuBLAS + softmax)
             const GptShape shape = shape_with_context(64, n_embd);
             const EngineSpec gpt = gpt_spec(shape, 8, false, Precision::bf16);
             const cuda::DevicePlan plan = cuda::make_device_plan(gpt, cuda::plan_cuda_graph(gpt));
             const int64_t B = 8, T = 64, H = shape.n_head;
-            const int64_t backward = cuda::attention_16bit_g_floats(B, T) + (B * T * T + 1) / 2;
+            const int64_t ds = (B * T * T + 1) / 2;
             const bool one_kernel = n_embd / H % 16 == 0;
             QCOMPARE(cuda::attention_scores_in_one_kernel(T, n_embd, H), one_kernel);
-            QCOMPARE(plan.attention_scratch_floats, one_kernel ? backward : std::max(B * H * T * T, backward));
+            QCOMPARE(plan.attention_scratch_floats,
+                     one_kernel ? ds : std::max(B * H * T * T, cuda::attention_16bit_g_floats(B, T) + ds));
         }
     }
 

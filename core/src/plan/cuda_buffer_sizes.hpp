@@ -35,21 +35,22 @@ inline int64_t attention_backward_scratch_floats(int64_t B, int64_t T) { return 
 // The 16-bit attention backward's G ([B, T, T] fp32, dY V^T of one head), rounded up so that
 // scale * dS after it starts 256-byte aligned, as the tensor cores' loads want.
 inline int64_t attention_16bit_g_floats(int64_t B, int64_t T) { return (B * T * T + 63) / 64 * 64; }
-// Whether the 16-bit attention forward computes its scores and softmax in one kernel on the
-// tensor cores (causal_scores_softmax_kernel: 16 x 16 tiles, a 16-query tile's fp32 scores in
-// shared memory), which its shapes allow: head size and width whole tiles (32-byte aligned
+// Whether the 16-bit attention computes its scores and softmax in one kernel on the tensor cores
+// (causal_scores_softmax_kernel: 16 x 16 tiles, a 16-query tile's fp32 scores in shared memory),
+// and its backward dY V^T and the softmax's backward likewise, which the shapes allow: head size and width whole tiles (32-byte aligned
 // loads of q and k), T whole tiles and at most 512 (16 rows of T scores in 32 KiB).
 inline bool attention_scores_in_one_kernel(int64_t T, int64_t C, int64_t n_head) {
     const int64_t hs = C / n_head;
     return hs % 16 == 0 && C % 16 == 0 && T % 16 == 0 && T <= 512;
 }
-// The 16-bit attention: the backward's G, then scale * dS in 16 bits, one head at a time; and
-// where the forward's scores are not computed in one kernel, its fp32 scores of every head. A
-// forward (a checkpointed segment's recompute included) never runs inside a backward, so they
-// share the space.
+// The 16-bit attention: where the scores (and the backward's G = dY V^T) are computed inside
+// the softmax's kernels, only scale * dS of one head in 16 bits; otherwise the forward's fp32
+// scores of every head, or the backward's G, then scale * dS, one head at a time. A forward (a
+// checkpointed segment's recompute included) never runs inside a backward, so they share the space.
 inline int64_t attention_16bit_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t n_head) {
-    const int64_t backward = attention_16bit_g_floats(B, T) + (B * T * T + 1) / 2;
-    return attention_scores_in_one_kernel(T, C, n_head) ? backward : std::max(B * n_head * T * T, backward);
+    const int64_t ds = (B * T * T + 1) / 2;
+    if (attention_scores_in_one_kernel(T, C, n_head)) return ds;
+    return std::max(B * n_head * T * T, attention_16bit_g_floats(B, T) + ds);
 }
 
 // --fused off: attention_backward_eager holds the gradient of every head's att at once.

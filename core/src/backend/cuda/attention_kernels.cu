@@ -218,6 +218,59 @@ __global__ void causal_scores_softmax_kernel(const H* __restrict__ qkv, H* __res
     }
 }
 
+// The backward's counterpart (same shapes): block (16-query tile, sample) of head `head`. The
+// warps multiply dY's 16 rows by 16-key tiles of v (G = dY V^T, fp32 accumulation) into shared
+// memory for the key tiles the mask keeps; then each row goes through
+// causal_softmax_backward_16bit_kernel's arithmetic (registers, PerLane) into ds ([B, T, T] of
+// this head, 16 bits). G never goes to global memory.
+template <typename H, int PerLane>
+__global__ void causal_softmax_backward_fused_kernel(const H* __restrict__ dout, const H* __restrict__ qkv,
+                                                     const H* __restrict__ att, H* __restrict__ ds, int64_t T,
+                                                     int64_t C, int64_t n_head, int64_t head, float scale) {
+    extern __shared__ float gradients[];  // [kScoreTile][T + 4]
+    const int64_t stride = T + 4;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t tile = blockIdx.x, b = blockIdx.y;
+    const int64_t hs = C / n_head;
+    const H* dy = dout + (b * T + tile * kScoreTile) * C + head * hs;
+    for (int64_t key_tile = warp; key_tile <= tile; key_tile += kScoreWarps) {
+        const H* v = qkv + (b * T + key_tile * kScoreTile) * 3 * C + 2 * C + head * hs;
+        nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> g;
+        nvcuda::wmma::fill_fragment(g, 0.0f);
+        for (int64_t d = 0; d < hs; d += 16) {
+            nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, H, nvcuda::wmma::row_major> a;
+            nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, H, nvcuda::wmma::col_major> bv;
+            nvcuda::wmma::load_matrix_sync(a, dy + d, static_cast<unsigned>(C));      // a(t, d) = dY[t][d]
+            nvcuda::wmma::load_matrix_sync(bv, v + d, static_cast<unsigned>(3 * C));  // b(d, j) = v[j][d]
+            nvcuda::wmma::mma_sync(g, a, bv, g);
+        }
+        nvcuda::wmma::store_matrix_sync(gradients + key_tile * kScoreTile, g, static_cast<unsigned>(stride),
+                                        nvcuda::wmma::mem_row_major);
+    }
+    __syncthreads();
+    for (int r = warp; r < kScoreTile; r += kScoreWarps) {
+        const int64_t t = tile * kScoreTile + r;
+        const H* p = att + ((b * n_head + head) * T + t) * T;
+        const float* d = gradients + r * stride;
+        H* out = ds + (b * T + t) * T;
+        float probability[PerLane], gradient[PerLane];
+        double dot = 0.0;
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k) {
+            const int64_t j = lane + 32 * k;
+            probability[k] = j <= t ? load_as_float(p[j]) : 0.0f;
+            gradient[k] = j <= t ? d[j] : 0.0f;
+            if (j <= t) dot += static_cast<double>(probability[k]) * gradient[k];
+        }
+        const float row_dot = static_cast<float>(warp_sum(dot));
+#pragma unroll
+        for (int k = 0; k < PerLane; ++k) {
+            const int64_t j = lane + 32 * k;
+            if (j < T) out[j] = store_from_float<H>(j <= t ? scale * (probability[k] * (gradient[k] - row_dot)) : 0.0f);
+        }
+    }
+}
+
 // Calls launch.template operator()<PerLane>() with the fewest registers per lane that hold a row
 // of T values (0: T too long for registers, the loops over memory).
 template <typename Launch>
@@ -424,8 +477,11 @@ void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void*
     const int64_t hs = C / n_head;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
     const Batched16 product{blas, static_cast<int>(B), type};
-    float* G = scratch;            // [B, T, T] fp32: dY V^T of one head
-    void* dS = scratch + attention_16bit_g_floats(B, T);  // [B, T, T] 16-bit: scale * dS of that head
+    // [B, T, T] fp32: dY V^T of one head, where it is not computed inside the softmax's backward;
+    // then [B, T, T] 16-bit: scale * dS of that head.
+    const bool one_kernel = attention_scores_in_one_kernel(T, C, n_head);
+    float* G = scratch;
+    void* dS = one_kernel ? static_cast<void*>(scratch) : static_cast<void*>(scratch + attention_16bit_g_floats(B, T));
     for (int64_t h = 0; h < n_head; ++h) {
         const void* q = at(qkv, h * hs, type);
         const void* k = at(q, C, type);
@@ -435,13 +491,25 @@ void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void*
         // dVc(d, j) = sum_t dYc(d, t) A(j, t);  G(j, t) = sum_d V(d, j) dY(d, t)
         product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, C, T * C, p, T, n_head * T * T, dqkv + h * hs + 2 * C,
                 StorageType::f32, 3 * C, T * 3 * C);
-        product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, 3 * C, T * 3 * C, dy, C, T * C, G, StorageType::f32, T, T * T);
         dispatch_storage(type, [&]<typename H>() {
             if constexpr (!std::is_same_v<H, float>) {
-                with_values_per_lane(T, [&]<int PerLane>() {
-                    causal_softmax_backward_16bit_kernel<H, PerLane><<<row_blocks(B * T), kRowsPerBlock * 32, 0, stream>>>(
-                        static_cast<const H*>(att), G, static_cast<H*>(dS), B, T, n_head, h, scale);
-                });
+                if (one_kernel) {
+                    const dim3 grid(static_cast<unsigned>(T / kScoreTile), static_cast<unsigned>(B));
+                    const size_t shared = static_cast<size_t>(kScoreTile * (T + 4)) * sizeof(float);
+                    with_values_per_lane(T, [&]<int PerLane>() {
+                        if constexpr (PerLane > 0)
+                            causal_softmax_backward_fused_kernel<H, PerLane><<<grid, kScoreWarps * 32, shared, stream>>>(
+                                static_cast<const H*>(dout), static_cast<const H*>(qkv), static_cast<const H*>(att),
+                                static_cast<H*>(dS), T, C, n_head, h, scale);
+                    });
+                } else {
+                    product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, 3 * C, T * 3 * C, dy, C, T * C, G, StorageType::f32, T,
+                            T * T);
+                    with_values_per_lane(T, [&]<int PerLane>() {
+                        causal_softmax_backward_16bit_kernel<H, PerLane><<<row_blocks(B * T), kRowsPerBlock * 32, 0, stream>>>(
+                            static_cast<const H*>(att), G, static_cast<H*>(dS), B, T, n_head, h, scale);
+                    });
+                }
                 TRAINBENCH_CUDA_CHECK_LAUNCH();
             }
         });
