@@ -71,6 +71,58 @@ __global__ void causal_softmax_backward_kernel(const float* __restrict__ att, fl
     for (int64_t j = lane; j < T; j += 32) d[j] = j <= t ? scale * (p[j] * (d[j] - row_dot)) : 0.0f;
 }
 
+// One row of causal_softmax_16bit_kernel through a warp, each lane holding its values of the row
+// in registers (T <= 32 * PerLane): the scores a[j] (j <= t) are read once and each exponential
+// is computed once; the probabilities are stored rounded into p[0, T).
+template <typename H, int PerLane>
+__device__ __forceinline__ void softmax_row_in_registers(const float* a, H* p, int64_t t, int64_t T, float scale,
+                                                         int lane) {
+    float value[PerLane];
+    float max_score = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k) {
+        const int64_t j = lane + 32 * k;
+        value[k] = j <= t ? a[j] : 0.0f;
+        if (j <= t) max_score = fmaxf(max_score, value[k] * scale);
+    }
+    max_score = warp_max(max_score);
+    double sum = 0.0;
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k)
+        if (lane + 32 * k <= t) {
+            value[k] = expf(value[k] * scale - max_score);
+            sum += value[k];
+        }
+    const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k) {
+        const int64_t j = lane + 32 * k;
+        if (j < T) p[j] = store_from_float<H>(j <= t ? value[k] * inv_sum : 0.0f);
+    }
+}
+
+// One row of causal_softmax_backward_16bit_kernel through a warp, p and d (= dY V^T) read once
+// into registers: out[j] = scale * p_j (d_j - sum_k p_k d_k) rounded, 0 above the diagonal.
+template <typename H, int PerLane>
+__device__ __forceinline__ void softmax_backward_row_in_registers(const H* p, const float* d, H* out, int64_t t,
+                                                                  int64_t T, float scale, int lane) {
+    float probability[PerLane], gradient[PerLane];
+    double dot = 0.0;
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k) {
+        const int64_t j = lane + 32 * k;
+        probability[k] = j <= t ? load_as_float(p[j]) : 0.0f;
+        gradient[k] = j <= t ? d[j] : 0.0f;
+        if (j <= t) dot += static_cast<double>(probability[k]) * gradient[k];
+    }
+    const float row_dot = static_cast<float>(warp_sum(dot));
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k) {
+        const int64_t j = lane + 32 * k;
+        if (j < T) out[j] = store_from_float<H>(j <= t ? scale * (probability[k] * (gradient[k] - row_dot)) : 0.0f);
+    }
+}
+
 // causal_softmax_kernel's arithmetic on fp32 scores, storing the probabilities rounded to the
 // 16-bit type H (exactly 0 above the diagonal). With PerLane > 0 (T <= 32 * PerLane) each lane
 // keeps its values of the row in registers: the scores are read once and each exponential is
@@ -85,36 +137,17 @@ __global__ void causal_softmax_16bit_kernel(const float* __restrict__ scores, H*
     const int64_t t = row % T;
     const float* a = scores + row * T;
     H* p = att + row * T;
-    float max_score = -INFINITY;
-    double sum = 0.0;
     if constexpr (PerLane == 0) {
+        float max_score = -INFINITY;
         for (int64_t j = lane; j <= t; j += 32) max_score = fmaxf(max_score, a[j] * scale);
         max_score = warp_max(max_score);
+        double sum = 0.0;
         for (int64_t j = lane; j <= t; j += 32) sum += expf(a[j] * scale - max_score);
         const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
         for (int64_t j = lane; j < T; j += 32)
             p[j] = store_from_float<H>(j <= t ? expf(a[j] * scale - max_score) * inv_sum : 0.0f);
     } else {
-        float value[PerLane];
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k) {
-            const int64_t j = lane + 32 * k;
-            value[k] = j <= t ? a[j] : 0.0f;
-            if (j <= t) max_score = fmaxf(max_score, value[k] * scale);
-        }
-        max_score = warp_max(max_score);
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k)
-            if (lane + 32 * k <= t) {
-                value[k] = expf(value[k] * scale - max_score);
-                sum += value[k];
-            }
-        const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k) {
-            const int64_t j = lane + 32 * k;
-            if (j < T) p[j] = store_from_float<H>(j <= t ? value[k] * inv_sum : 0.0f);
-        }
+        softmax_row_in_registers<H, PerLane>(a, p, t, T, scale, lane);
     }
 }
 
@@ -132,27 +165,40 @@ __global__ void causal_softmax_backward_16bit_kernel(const H* __restrict__ att, 
     const H* p = att + ((b * n_head + head) * T + t) * T;
     const float* d = g + row * T;
     H* out = ds + row * T;
-    double dot = 0.0;
     if constexpr (PerLane == 0) {
+        double dot = 0.0;
         for (int64_t j = lane; j <= t; j += 32) dot += static_cast<double>(load_as_float(p[j])) * d[j];
         const float row_dot = static_cast<float>(warp_sum(dot));
         for (int64_t j = lane; j < T; j += 32)
             out[j] = store_from_float<H>(j <= t ? scale * (load_as_float(p[j]) * (d[j] - row_dot)) : 0.0f);
     } else {
-        float probability[PerLane], gradient[PerLane];
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k) {
-            const int64_t j = lane + 32 * k;
-            probability[k] = j <= t ? load_as_float(p[j]) : 0.0f;
-            gradient[k] = j <= t ? d[j] : 0.0f;
-            if (j <= t) dot += static_cast<double>(probability[k]) * gradient[k];
+        softmax_backward_row_in_registers<H, PerLane>(p, d, out, t, T, scale, lane);
+    }
+}
+
+// The 16-bit attention's fused kernels (attention_scores_in_one_kernel): 16-query tiles, 4 warps.
+constexpr int kScoreTile = 16;
+constexpr int kScoreWarps = 4;
+
+// A block's 16 rows of x y^T on the tensor cores (fp32 accumulation) for the key tiles 0..tile
+// that the causal mask keeps, the warps taking the tiles in turn: x's rows at x (stride ldx), y's
+// row j at y + j * ldy, `width` columns each (a multiple of 16), into out (row stride `stride`).
+template <typename H>
+__device__ __forceinline__ void causal_tile_products(const H* x, int64_t ldx, const H* y, int64_t ldy, int64_t width,
+                                                     int64_t tile, float* out, int64_t stride, int warp) {
+    for (int64_t key_tile = warp; key_tile <= tile; key_tile += kScoreWarps) {
+        const H* keys = y + key_tile * kScoreTile * ldy;
+        nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> product;
+        nvcuda::wmma::fill_fragment(product, 0.0f);
+        for (int64_t d = 0; d < width; d += 16) {
+            nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, H, nvcuda::wmma::row_major> a;
+            nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, H, nvcuda::wmma::col_major> b;
+            nvcuda::wmma::load_matrix_sync(a, x + d, static_cast<unsigned>(ldx));     // a(t, d) = x[t][d]
+            nvcuda::wmma::load_matrix_sync(b, keys + d, static_cast<unsigned>(ldy));  // b(d, j) = y[j][d]
+            nvcuda::wmma::mma_sync(product, a, b, product);
         }
-        const float row_dot = static_cast<float>(warp_sum(dot));
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k) {
-            const int64_t j = lane + 32 * k;
-            if (j < T) out[j] = store_from_float<H>(j <= t ? scale * (probability[k] * (gradient[k] - row_dot)) : 0.0f);
-        }
+        nvcuda::wmma::store_matrix_sync(out + key_tile * kScoreTile, product, static_cast<unsigned>(stride),
+                                        nvcuda::wmma::mem_row_major);
     }
 }
 
@@ -162,9 +208,6 @@ __global__ void causal_softmax_backward_16bit_kernel(const H* __restrict__ att, 
 // fp32 scores in shared memory; then each warp takes 4 of the 16 rows through
 // causal_softmax_16bit_kernel's arithmetic (registers, PerLane) and stores them rounded into att.
 // The scores never go to global memory.
-constexpr int kScoreTile = 16;
-constexpr int kScoreWarps = 4;
-
 template <typename H, int PerLane>
 __global__ void causal_scores_softmax_kernel(const H* __restrict__ qkv, H* __restrict__ att, int64_t T, int64_t C,
                                              int64_t n_head, float scale) {
@@ -173,48 +216,13 @@ __global__ void causal_scores_softmax_kernel(const H* __restrict__ qkv, H* __res
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t tile = blockIdx.x, head = blockIdx.y, b = blockIdx.z;
     const int64_t hs = C / n_head;
-    const H* q = qkv + (b * T + tile * kScoreTile) * 3 * C + head * hs;
-    for (int64_t key_tile = warp; key_tile <= tile; key_tile += kScoreWarps) {
-        const H* k = qkv + (b * T + key_tile * kScoreTile) * 3 * C + C + head * hs;
-        nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> s;
-        nvcuda::wmma::fill_fragment(s, 0.0f);
-        for (int64_t d = 0; d < hs; d += 16) {
-            nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, H, nvcuda::wmma::row_major> a;
-            nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, H, nvcuda::wmma::col_major> bk;
-            nvcuda::wmma::load_matrix_sync(a, q + d, static_cast<unsigned>(3 * C));   // a(t, d) = q[t][d]
-            nvcuda::wmma::load_matrix_sync(bk, k + d, static_cast<unsigned>(3 * C));  // b(d, j) = k[j][d]
-            nvcuda::wmma::mma_sync(s, a, bk, s);
-        }
-        nvcuda::wmma::store_matrix_sync(scores + key_tile * kScoreTile, s, static_cast<unsigned>(stride),
-                                        nvcuda::wmma::mem_row_major);
-    }
+    const H* sample = qkv + b * T * 3 * C + head * hs;
+    causal_tile_products(sample + tile * kScoreTile * 3 * C, 3 * C, sample + C, 3 * C, hs, tile, scores, stride, warp);
     __syncthreads();
     for (int r = warp; r < kScoreTile; r += kScoreWarps) {
         const int64_t t = tile * kScoreTile + r;
-        const float* a = scores + r * stride;
-        H* p = att + ((b * n_head + head) * T + t) * T;
-        float value[PerLane];
-        float max_score = -INFINITY;
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k) {
-            const int64_t j = lane + 32 * k;
-            value[k] = j <= t ? a[j] : 0.0f;
-            if (j <= t) max_score = fmaxf(max_score, value[k] * scale);
-        }
-        max_score = warp_max(max_score);
-        double sum = 0.0;
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k)
-            if (lane + 32 * k <= t) {
-                value[k] = expf(value[k] * scale - max_score);
-                sum += value[k];
-            }
-        const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k) {
-            const int64_t j = lane + 32 * k;
-            if (j < T) p[j] = store_from_float<H>(j <= t ? value[k] * inv_sum : 0.0f);
-        }
+        softmax_row_in_registers<H, PerLane>(scores + r * stride, att + ((b * n_head + head) * T + t) * T, t, T, scale,
+                                             lane);
     }
 }
 
@@ -233,41 +241,12 @@ __global__ void causal_softmax_backward_fused_kernel(const H* __restrict__ dout,
     const int64_t tile = blockIdx.x, b = blockIdx.y;
     const int64_t hs = C / n_head;
     const H* dy = dout + (b * T + tile * kScoreTile) * C + head * hs;
-    for (int64_t key_tile = warp; key_tile <= tile; key_tile += kScoreWarps) {
-        const H* v = qkv + (b * T + key_tile * kScoreTile) * 3 * C + 2 * C + head * hs;
-        nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> g;
-        nvcuda::wmma::fill_fragment(g, 0.0f);
-        for (int64_t d = 0; d < hs; d += 16) {
-            nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, H, nvcuda::wmma::row_major> a;
-            nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, H, nvcuda::wmma::col_major> bv;
-            nvcuda::wmma::load_matrix_sync(a, dy + d, static_cast<unsigned>(C));      // a(t, d) = dY[t][d]
-            nvcuda::wmma::load_matrix_sync(bv, v + d, static_cast<unsigned>(3 * C));  // b(d, j) = v[j][d]
-            nvcuda::wmma::mma_sync(g, a, bv, g);
-        }
-        nvcuda::wmma::store_matrix_sync(gradients + key_tile * kScoreTile, g, static_cast<unsigned>(stride),
-                                        nvcuda::wmma::mem_row_major);
-    }
+    causal_tile_products(dy, C, qkv + b * T * 3 * C + 2 * C + head * hs, 3 * C, hs, tile, gradients, stride, warp);
     __syncthreads();
     for (int r = warp; r < kScoreTile; r += kScoreWarps) {
         const int64_t t = tile * kScoreTile + r;
-        const H* p = att + ((b * n_head + head) * T + t) * T;
-        const float* d = gradients + r * stride;
-        H* out = ds + (b * T + t) * T;
-        float probability[PerLane], gradient[PerLane];
-        double dot = 0.0;
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k) {
-            const int64_t j = lane + 32 * k;
-            probability[k] = j <= t ? load_as_float(p[j]) : 0.0f;
-            gradient[k] = j <= t ? d[j] : 0.0f;
-            if (j <= t) dot += static_cast<double>(probability[k]) * gradient[k];
-        }
-        const float row_dot = static_cast<float>(warp_sum(dot));
-#pragma unroll
-        for (int k = 0; k < PerLane; ++k) {
-            const int64_t j = lane + 32 * k;
-            if (j < T) out[j] = store_from_float<H>(j <= t ? scale * (probability[k] * (gradient[k] - row_dot)) : 0.0f);
-        }
+        softmax_backward_row_in_registers<H, PerLane>(att + ((b * n_head + head) * T + t) * T, gradients + r * stride,
+                                                      ds + (b * T + t) * T, t, T, scale, lane);
     }
 }
 
