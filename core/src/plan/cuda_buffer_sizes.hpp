@@ -37,8 +37,9 @@ inline int64_t attention_backward_scratch_floats(int64_t B, int64_t T) { return 
 inline int64_t attention_16bit_g_floats(int64_t B, int64_t T) { return (B * T * T + 63) / 64 * 64; }
 // Whether the 16-bit attention computes its scores and softmax in one kernel on the tensor cores
 // (causal_scores_softmax_kernel: 16 x 16 tiles, a 16-query tile's fp32 scores in shared memory),
-// and its backward dY V^T and the softmax's backward likewise, which the shapes allow: head size and width whole tiles (32-byte aligned
-// loads of q and k), T whole tiles and at most 512 (16 rows of T scores in 32 KiB).
+// and its backward dY V^T and the softmax's backward likewise, which the shapes allow: head size
+// and width whole tiles (32-byte aligned loads of q, k, v and dY), T whole tiles and at most 512
+// (16 rows of T scores in 32 KiB of shared memory).
 inline bool attention_scores_in_one_kernel(int64_t T, int64_t C, int64_t n_head) {
     const int64_t hs = C / n_head;
     return hs % 16 == 0 && C % 16 == 0 && T % 16 == 0 && T <= 512;
