@@ -516,6 +516,11 @@ private:
         return model().ops[static_cast<size_t>(with)].kind == OpKind::activation ? with : -1;
     }
 
+    // The tensor activation op `act`'s backward reads f' from: z for GELU, the output a otherwise.
+    static int activation_saved(const OpDesc& act) {
+        return activation_needs_input(act.activation) ? act.inputs[0] : act.outputs[0];
+    }
+
     void forward_op(int o, int64_t n) override {
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
@@ -664,7 +669,7 @@ private:
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
         const int64_t rows = plan_.rows(op, n);
-        const float* dout = grad(op.outputs.empty() ? -1 : op.outputs[0]);
+        float* dout = grad(op.outputs.empty() ? -1 : op.outputs[0]);  // a linear op's bias pass may scale it in place
         switch (op.kind) {
             case OpKind::linear: {
                 const auto& shape = m.params[static_cast<size_t>(op.params[0])].shape;
@@ -675,21 +680,20 @@ private:
                 // the backward of the activation fused after this op (fp32: in place).
                 const bool sixteen = plan_.sixteen_bit();
                 const StorageType dz_type = sixteen ? storage_type_for(plan_.precision) : StorageType::f32;
-                float* dz_f32 = grad(op.outputs[0]);
-                void* dz = sixteen ? buffers_.output_staging[0] : dz_f32;
+                void* dz = sixteen ? buffers_.output_staging[0] : dout;
                 if (op.params.size() > 1) {
                     const int a = activation_in_bias_pass(o);
                     ActivationInBiasPass activation;
                     if (a >= 0) {
                         const OpDesc& act = m.ops[static_cast<size_t>(a)];
-                        const int saved = activation_needs_input(act.activation) ? act.inputs[0] : act.outputs[0];
+                        const int saved = activation_saved(act);
                         activation = {.kind = act.activation, .saved = stored(saved), .saved_type = type_of(saved)};
                     }
-                    bias_grad(dz_f32, out, rows, a >= 0 ? &activation : nullptr, sixteen || a >= 0 ? dz : nullptr, dz_type,
+                    bias_grad(dout, out, rows, a >= 0 ? &activation : nullptr, sixteen || a >= 0 ? dz : nullptr, dz_type,
                               static_cast<float*>(workspace_at(device_plan_.bias_partials_offset)), param_grad(op.params[1]),
                               accumulates(param_write(o, 1)), stream_);
                 } else if (sixteen) {
-                    convert_from_f32(dz_f32, dz, dz_type, elements(op.outputs[0], n), stream_);
+                    convert_from_f32(dout, dz, dz_type, elements(op.outputs[0], n), stream_);
                 }
                 const cudaDataType_t operands = cuda_data_type(dz_type);
                 run_gemm(*gemm_,
@@ -711,7 +715,7 @@ private:
                 // The input's gradient shares the output's buffer: scaled in place.
                 float* g = grad(op.inputs[0]);
                 if (!g) return;
-                const int saved = activation_needs_input(op.activation) ? op.inputs[0] : op.outputs[0];
+                const int saved = activation_saved(op);
                 activation_backward(op.activation, g, StorageType::f32, stored(saved), type_of(saved),
                                     elements(op.outputs[0], n), stream_);
                 return;
