@@ -59,6 +59,21 @@ EngineSpec gpt_spec(const GptShape& shape, int64_t micro_batch = B, bool checkpo
     return spec;
 }
 
+// The bytes of the probabilities (att) that the CUDA plan gives no buffer to because the
+// attention's tile kernels compute them again (cuda::attention_keeps_probabilities); an att in a
+// checkpointing recompute slot is not counted (the slot stays).
+int64_t unkept_probability_bytes(const EngineSpec& spec) {
+    const GraphPlan g = cuda::plan_cuda_graph(spec);
+    int64_t bytes = 0;
+    for (const OpDesc& op : g.model.ops) {
+        if (op.kind != OpKind::attention || cuda::attention_keeps_probabilities(g, op)) continue;
+        const auto att = static_cast<size_t>(op.outputs[1]);
+        if (g.tensor_slot[att] < 0)
+            bytes += cuda::allocation_bytes(g.tensor_elements[att] * g.element_bytes(op.outputs[1]));
+    }
+    return bytes;
+}
+
 // Token windows of T inputs and their T next-token targets, one after another.
 struct Windows {
     int64_t T = 0;
@@ -230,14 +245,18 @@ class TestCudaGraphEngine : public QObject {
 private slots:
     // Needs no GPU: a 16-bit plan keeps fp32 master weights, gradients and optimizer state, and
     // stores the working weights and the activations in 16 bits (LayerNorm's statistics and the
-    // tokens stay 32-bit, hence a little over half).
+    // tokens stay 32-bit, hence a little over half, counting the probabilities that the
+    // attention's tile kernels compute again instead of keeping).
     void sixteen_bit_plans_keep_master_weights_and_halve_the_activations() {
         const GptShape shape = shape_with_context(64, 64);
         const BytesByCategory fp32 = plan_cuda_engine_memory(gpt_spec(shape, 8));
         auto at = [](const BytesByCategory& bytes, MemoryCategory c) { return bytes[size_t(c)]; };
         for (Precision precision : {Precision::bf16, Precision::fp16}) {
             const BytesByCategory half = plan_cuda_engine_memory(gpt_spec(shape, 8, false, precision));
-            const double activations = double(at(half, MemoryCategory::activations)) / double(at(fp32, MemoryCategory::activations));
+            const int64_t unkept = unkept_probability_bytes(gpt_spec(shape, 8, false, precision));
+            QVERIFY2(unkept > 0, "this GPT's 16-bit attention runs in the tile kernels");
+            const double activations =
+                double(at(half, MemoryCategory::activations) + unkept) / double(at(fp32, MemoryCategory::activations));
             const double working = double(at(half, MemoryCategory::parameters)) / double(at(fp32, MemoryCategory::parameters));
             qInfo("%s plan: activations %.3f of fp32's, working weights %.3f, master weights %lld bytes",
                   to_string(precision).c_str(), activations, working, (long long)at(half, MemoryCategory::master_weights));
@@ -253,8 +272,9 @@ private slots:
     // checkpoint segments the model builder chose), the parameters, gradients and optimizer
     // state are the same tensors on both, for an MLP and a GPT, with and without checkpointing,
     // in fp32 and bf16: the same bytes up to each allocator's rounding of a buffer (512 bytes on
-    // CUDA, 64 on the CPU), within 1% on these sizes. Only the workspaces differ (cuBLAS's, the
-    // CPU's packed weights).
+    // CUDA, 64 on the CPU), within 1% on these sizes, once the probabilities that the CUDA
+    // attention's tile kernels compute again are counted. Only the workspaces differ (cuBLAS's,
+    // the CPU's packed weights).
     void both_engines_plan_the_same_tensors() {
         std::vector<std::pair<QString, EngineSpec>> specs;
         for (Precision precision : {Precision::fp32, Precision::bf16}) {
@@ -275,7 +295,11 @@ private slots:
         }
         std::map<QString, int64_t> activations;
         for (const auto& [name, spec] : specs) {
-            const BytesByCategory cpu = plan_cpu_engine_memory(spec), cuda = plan_cuda_engine_memory(spec);
+            const BytesByCategory cpu = plan_cpu_engine_memory(spec);
+            BytesByCategory cuda = plan_cuda_engine_memory(spec);
+            const int64_t unkept = unkept_probability_bytes(spec);
+            activations[name] = cuda[size_t(MemoryCategory::activations)];
+            cuda[size_t(MemoryCategory::activations)] += unkept;
             for (MemoryCategory c : {MemoryCategory::parameters, MemoryCategory::master_weights, MemoryCategory::gradients,
                                      MemoryCategory::optimizer_state, MemoryCategory::activations}) {
                 const std::string category(to_string(c));
@@ -286,7 +310,6 @@ private slots:
                                         .arg(cuda[size_t(c)])
                                         .arg(cpu[size_t(c)])));
             }
-            activations[name] = cuda[size_t(MemoryCategory::activations)];
         }
         for (const QString model : {"GPT", "MLP"})
             for (const QString precision : {"fp32", "bf16"}) {
@@ -300,15 +323,18 @@ private slots:
 
     // Needs no GPU: --fused off adds the eager workspaces (the whole gradient of every head's
     // probabilities, the loss's log-probabilities and their gradient, AdamW's temporaries) and
-    // changes nothing else.
+    // changes nothing else but keeping the probabilities that fused 16-bit attention's tile
+    // kernels compute again.
     void eager_plans_add_only_workspace() {
         const GptShape shape = shape_with_context(64, 64);
         for (Precision precision : {Precision::fp32, Precision::bf16}) {
             const BytesByCategory fused = plan_cuda_engine_memory(gpt_spec(shape, 8, false, precision, true));
             const BytesByCategory eager = plan_cuda_engine_memory(gpt_spec(shape, 8, false, precision, false));
+            const int64_t unkept = unkept_probability_bytes(gpt_spec(shape, 8, false, precision, true));
+            QCOMPARE(unkept_probability_bytes(gpt_spec(shape, 8, false, precision, false)), int64_t{0});
             for (int c = 0; c < kMemoryCategoryCount; ++c) {
                 if (c == int(MemoryCategory::workspace)) continue;
-                QCOMPARE(eager[size_t(c)], fused[size_t(c)]);
+                QCOMPARE(eager[size_t(c)], fused[size_t(c)] + (c == int(MemoryCategory::activations) ? unkept : 0));
             }
             const int64_t added = eager[size_t(MemoryCategory::workspace)] - fused[size_t(MemoryCategory::workspace)];
             qInfo("%s: --fused off adds %lld bytes of workspace on CUDA", to_string(precision).c_str(), (long long)added);
@@ -344,20 +370,64 @@ private slots:
         QCOMPARE(cuda::make_device_plan(unbiased, cuda::plan_cuda_graph(unbiased)).bias_partials_offset, int64_t{-1});
     }
 
-    // Needs no GPU: where q k^T and the softmax (and dY V^T and its backward) are one kernel
-    // (head size a multiple of 16), the 16-bit attention's scratch holds only one head's dS;
-    // otherwise also the backward's G and the forward's fp32 scores of every head.
+    // Needs no GPU: where the 16-bit attention runs in its tile kernels (head size a multiple of
+    // 16), its scratch holds one head's recomputed probabilities and one head's dS; otherwise the
+    // backward's G and dS, or the forward's fp32 scores of every head.
     void sixteen_bit_attention_scratch_follows_the_forward_kernel() {
-        for (int64_t n_embd : {64, 32}) {  // head size 16 (one kernel) and 8 (cuBLAS + softmax)
+        for (int64_t n_embd : {64, 32}) {  // head size 16 (tile kernels) and 8 (cuBLAS + softmax)
             const GptShape shape = shape_with_context(64, n_embd);
             const EngineSpec gpt = gpt_spec(shape, 8, false, Precision::bf16);
             const cuda::DevicePlan plan = cuda::make_device_plan(gpt, cuda::plan_cuda_graph(gpt));
             const int64_t B = 8, T = 64, H = shape.n_head;
             const int64_t ds = (B * T * T + 1) / 2;
-            const bool one_kernel = n_embd / H % 16 == 0;
-            QCOMPARE(cuda::attention_scores_in_one_kernel(T, n_embd, H), one_kernel);
+            const bool tile_kernels = n_embd / H % 16 == 0;
+            QCOMPARE(cuda::attention_in_tile_kernels(T, n_embd, H), tile_kernels);
             QCOMPARE(plan.attention_scratch_floats,
-                     one_kernel ? ds : std::max(B * H * T * T, cuda::attention_16bit_g_floats(B, T) + ds));
+                     tile_kernels ? ds + ds : std::max(B * H * T * T, cuda::attention_16bit_g_floats(B, T) + ds));
+        }
+    }
+
+    // Needs no GPU: the attention's tile kernels compute the probabilities again in the backward,
+    // so the CUDA plan gives att no buffer where they run (16 bits, --fused on, head size 16) and
+    // keeps it everywhere else (fp32, --fused off, head size 8). With checkpointing too: att has
+    // no reader in the forward, so the planner keeps it rather than putting it in a recompute
+    // slot. Every other tensor keeps its buffer.
+    void tile_kernels_keep_no_probabilities() {
+        struct Case {
+            const char* name;
+            int64_t n_embd;
+            Precision precision;
+            bool fused, checkpointing, kept;
+        };
+        for (const Case& c : {Case{"bf16, head size 16", 64, Precision::bf16, true, false, false},
+                              Case{"fp16, head size 16", 64, Precision::fp16, true, false, false},
+                              Case{"bf16, head size 8", 32, Precision::bf16, true, false, true},
+                              Case{"fp32, head size 16", 64, Precision::fp32, true, false, true},
+                              Case{"bf16, --fused off", 64, Precision::bf16, false, false, true},
+                              Case{"bf16, checkpointing", 64, Precision::bf16, true, true, false}}) {
+            const EngineSpec spec = gpt_spec(shape_with_context(64, c.n_embd), 8, c.checkpointing, c.precision, c.fused);
+            const GraphPlan g = cuda::plan_cuda_graph(spec);
+            const cuda::DevicePlan plan = cuda::make_device_plan(spec, g);
+            std::vector<int> buffers(g.model.tensors.size(), 0);
+            for (const PlannedBuffer& b : plan.per_micro_batch)
+                if (b.role == BufferRole::tensor) ++buffers[size_t(b.index)];
+            int attention_ops = 0;
+            for (const OpDesc& op : g.model.ops) {
+                if (op.kind != OpKind::attention) continue;
+                ++attention_ops;
+                const auto att = size_t(op.outputs[1]);
+                QCOMPARE(cuda::attention_keeps_probabilities(g, op), c.kept);
+                const int expected = g.tensor_slot[att] >= 0 ? 0 : c.kept ? 1 : 0;
+                QVERIFY2(buffers[att] == expected, qPrintable(QString("%1: att has %2 buffers").arg(c.name).arg(buffers[att])));
+                buffers[att] = -1;
+            }
+            QCOMPARE(attention_ops, 2);
+            for (size_t t = 0; t < buffers.size(); ++t)
+                if (buffers[t] >= 0 && g.tensor_slot[t] < 0 && g.tensor_alias[t] < 0)
+                    QVERIFY2(buffers[t] == 1, qPrintable(QString("%1: tensor %2 has %3 buffers").arg(c.name).arg(t).arg(buffers[t])));
+            const int64_t unkept = unkept_probability_bytes(spec);
+            qInfo("%s: %lld bytes of probabilities not kept", c.name, (long long)unkept);
+            QCOMPARE(unkept, c.kept ? int64_t{0} : int64_t{2 * 8 * 4 * 64 * 64 * 2});
         }
     }
 
@@ -664,10 +734,10 @@ private slots:
         QTest::addColumn<int>("n_embd");
         QTest::newRow("GPT bf16") << int(Precision::bf16) << true << 13 << 32;
         QTest::newRow("GPT fp16") << int(Precision::fp16) << true << 13 << 32;
-        // Head size 16 and T two 16-query tiles: q k^T and the softmax in one kernel on the
-        // tensor cores (attention_scores_in_one_kernel), where the rows above take cuBLAS's.
-        QTest::newRow("GPT bf16 scores in one kernel") << int(Precision::bf16) << true << 32 << 64;
-        QTest::newRow("GPT fp16 scores in one kernel") << int(Precision::fp16) << true << 32 << 64;
+        // Head size 16 and T two 16-query tiles: the attention's tile kernels on the tensor cores
+        // (attention_in_tile_kernels, no probabilities kept), where the rows above take cuBLAS's.
+        QTest::newRow("GPT bf16 tile kernels") << int(Precision::bf16) << true << 32 << 64;
+        QTest::newRow("GPT fp16 tile kernels") << int(Precision::fp16) << true << 32 << 64;
         QTest::newRow("MLP bf16") << int(Precision::bf16) << false << 13 << 32;
         QTest::newRow("MLP fp16") << int(Precision::fp16) << false << 13 << 32;
     }
@@ -764,26 +834,35 @@ private slots:
         QVERIFY(weight_own > 0.0);  // 16 bits did change the run: the comparison means something
     }
 
+    // The fixtures' GPT (head size 8: cuBLAS's attention) in fp32 and bf16, and a GPT whose bf16
+    // attention runs in the tile kernels (head size 16, T 32), whose recompute must not change a bit.
     void checkpointing_changes_no_bit() {
         REQUIRE_GPU();
-        const GptShape shape = shape_with_context(16);
-        const Windows windows = fixture_windows();
-        const ModelWeights initial = load_weights(kDir + "gpt_weights.safetensors");
-        for (Precision precision : {Precision::fp32, Precision::bf16}) {
+        struct Case {
+            const char* name;
+            GptShape shape;
+            Precision precision;
+        };
+        for (const Case& c : {Case{"fp32", shape_with_context(16), Precision::fp32},
+                              Case{"bf16", shape_with_context(16), Precision::bf16},
+                              Case{"bf16 tile kernels", shape_with_context(32, 64), Precision::bf16}}) {
+            const bool fixtures = c.shape.block_size == 16;
+            const Windows windows = fixtures ? fixture_windows() : random_windows(32, 24, 65, 6);
+            const ModelWeights initial =
+                fixtures ? load_weights(kDir + "gpt_weights.safetensors") : init_weights(build_gpt(c.shape), 7);
             Trace traces[2];
             for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
-                auto engine = make_cuda_engine(gpt_spec(shape, B, checkpointing != 0, precision));
+                auto engine = make_cuda_engine(gpt_spec(c.shape, B, checkpointing != 0, c.precision));
                 engine->set_weights(initial);
                 traces[checkpointing] = train(*engine, windows, 4, {B, B});
             }
-            const TensorComparison c = compare_tensors(traces[1].weights, traces[0].weights);
+            const TensorComparison cmp = compare_tensors(traces[1].weights, traces[0].weights);
             QVERIFY2(same_bits(traces[1].weights, traces[0].weights),
                      qPrintable(QString("%1: checkpointing on vs off on CUDA: weights differ after 4 updates, worst %2")
-                                    .arg(QString::fromStdString(to_string(precision)))
-                                    .arg(c.relative.text())));
+                                    .arg(c.name)
+                                    .arg(cmp.relative.text())));
             QVERIFY2(traces[1].losses == traces[0].losses,
-                     qPrintable(QString("%1: checkpointing on vs off on CUDA: losses differ")
-                                    .arg(QString::fromStdString(to_string(precision)))));
+                     qPrintable(QString("%1: checkpointing on vs off on CUDA: losses differ").arg(c.name)));
         }
     }
 
@@ -874,19 +953,22 @@ private slots:
                  "two identical CUDA runs: losses or gradient norms differ");
     }
 
+    // fp32 and bf16 with and without checkpointing on the fixtures' GPT, then bf16 with the
+    // attention's tile kernels, whose probabilities have no buffer.
     void memory_report_after_an_update_equals_the_plan() {
         REQUIRE_GPU();
-        for (int run = 0; run < 4; ++run) {
+        for (int run = 0; run < 6; ++run) {
             const int checkpointing = run % 2;
             const Precision precision = run < 2 ? Precision::fp32 : Precision::bf16;
-            const GptShape shape = shape_with_context(16);
+            const bool tile_kernels = run >= 4;
+            const GptShape shape = tile_kernels ? shape_with_context(32, 64) : shape_with_context(16);
             const EngineSpec spec = gpt_spec(shape, B, checkpointing != 0, precision);
-            const Windows windows = fixture_windows();
+            const Windows windows = tile_kernels ? random_windows(32, 8, 65, 2) : fixture_windows();
             auto engine = make_cuda_engine(spec);
-            engine->set_weights(load_weights(kDir + "gpt_weights.safetensors"));
+            engine->set_weights(tile_kernels ? init_weights(spec.model, 9) : load_weights(kDir + "gpt_weights.safetensors"));
             engine->begin_update_timing();
             engine->zero_grad();
-            engine->forward_backward(windows_batch(windows, 0, B), double(B * 16), 1.0);
+            engine->forward_backward(windows_batch(windows, 0, B), double(B * shape.block_size), 1.0);
             engine->optimizer_step(kLr, 1.0, 1);
             engine->end_update_timing_ms();
             const BytesByCategory planned = plan_cuda_engine_memory(spec);
@@ -894,7 +976,8 @@ private slots:
             for (int c = 0; c < kMemoryCategoryCount; ++c) {
                 if (c == int(MemoryCategory::cache)) continue;
                 const QString what = QString("%1, checkpointing %2, %3: allocated %4 bytes, planned %5")
-                                         .arg(QString::fromStdString(to_string(precision)))
+                                         .arg(QString::fromStdString(to_string(precision)) +
+                                              (tile_kernels ? " tile kernels" : ""))
                                          .arg(checkpointing ? "on" : "off")
                                          .arg(QString::fromUtf8(to_string(MemoryCategory(c)).data(),
                                                                 int(to_string(MemoryCategory(c)).size())))

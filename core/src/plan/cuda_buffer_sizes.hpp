@@ -35,22 +35,27 @@ inline int64_t attention_backward_scratch_floats(int64_t B, int64_t T) { return 
 // The 16-bit attention backward's G ([B, T, T] fp32, dY V^T of one head), rounded up so that
 // scale * dS after it starts 256-byte aligned, as the tensor cores' loads want.
 inline int64_t attention_16bit_g_floats(int64_t B, int64_t T) { return (B * T * T + 63) / 64 * 64; }
-// Whether the 16-bit attention computes its scores and softmax in one kernel on the tensor cores
-// (causal_scores_softmax_kernel: 16 x 16 tiles, a 16-query tile's fp32 scores in shared memory),
-// and its backward dY V^T and the softmax's backward likewise, which the shapes allow: head size
-// and width whole tiles (32-byte aligned loads of q, k, v and dY), T whole tiles and at most 512
-// (16 rows of T scores in 32 KiB of shared memory).
-inline bool attention_scores_in_one_kernel(int64_t T, int64_t C, int64_t n_head) {
+// Whether the 16-bit attention runs as two kernels of our own on the tensor cores, which the
+// shapes allow: head size and width whole tiles (32-byte aligned loads of q, k, v and dY), T
+// whole tiles and at most 512 (a 16-query tile's T fp32 scores in 32 KiB of shared memory). The
+// forward (causal_attention_forward_kernel) computes q k^T, the softmax and att v for a tile of
+// queries with the scores and probabilities in shared memory; nothing of att is kept for the
+// backward (attention_keeps_probabilities), whose kernel computes q k^T and the softmax again, to
+// the bit, before dY V^T and the softmax's backward.
+inline bool attention_in_tile_kernels(int64_t T, int64_t C, int64_t n_head) {
     const int64_t hs = C / n_head;
     return hs % 16 == 0 && C % 16 == 0 && T % 16 == 0 && T <= 512;
 }
-// The 16-bit attention: where the scores (and the backward's G = dY V^T) are computed inside
-// the softmax's kernels, only scale * dS of one head in 16 bits; otherwise the forward's fp32
-// scores of every head, or the backward's G, then scale * dS, one head at a time. A forward (a
-// checkpointed segment's recompute included) never runs inside a backward, so they share the space.
+// One head's [B, T, T] in 16 bits, in floats, rounded up to 256 bytes so that what follows it
+// starts aligned for the tensor cores' loads.
+inline int64_t attention_16bit_head_floats(int64_t B, int64_t T) { return ((B * T * T + 1) / 2 + 63) / 64 * 64; }
+// The 16-bit attention: in the kernels above, one head's recomputed probabilities and then its
+// scale * dS, both 16-bit; otherwise the forward's fp32 scores of every head, or the backward's G,
+// then scale * dS, one head at a time. A forward (a checkpointed segment's recompute included)
+// never runs inside a backward, so they share the space.
 inline int64_t attention_16bit_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t n_head) {
     const int64_t ds = (B * T * T + 1) / 2;
-    if (attention_scores_in_one_kernel(T, C, n_head)) return ds;
+    if (attention_in_tile_kernels(T, C, n_head)) return attention_16bit_head_floats(B, T) + ds;
     return std::max(B * n_head * T * T, attention_16bit_g_floats(B, T) + ds);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "backend/backend_support.hpp"
 #include "trainbench/error.hpp"
@@ -39,13 +40,23 @@ GraphPlan plan_cuda_graph(const EngineSpec& spec) {
                             .fused = spec.fused});
 }
 
+bool attention_keeps_probabilities(const GraphPlan& g, const OpDesc& op) {
+    const int64_t C = g.model.tensors[static_cast<size_t>(op.outputs[0])].per_sample / op.rows_per_sample;
+    return !(g.attention_in_storage(op) && attention_in_tile_kernels(op.rows_per_sample, C, op.heads));
+}
+
 DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& g) {
     DevicePlan plan;
     const ModelDesc& m = g.model;
-    // The planner's buffers but the CPU products' (see the file comment).
+    std::vector<char> unkept(m.tensors.size(), 0);
+    for (const OpDesc& op : m.ops)
+        if (op.kind == OpKind::attention && !attention_keeps_probabilities(g, op)) unkept[static_cast<size_t>(op.outputs[1])] = 1;
+    // The planner's buffers but the CPU products' and the probabilities computed again (see the
+    // file comment).
     for (size_t i = 0; i < g.buffers.size(); ++i) {
         const PlannedBuffer& b = g.buffers[i];
         if (b.role == BufferRole::packed_weights || b.role == BufferRole::weight_staging) continue;
+        if (b.role == BufferRole::tensor && unkept[static_cast<size_t>(b.index)] != 0) continue;
         (i < g.first_step_buffer ? plan.persistent : plan.per_micro_batch).push_back(b);
     }
 
@@ -73,7 +84,8 @@ DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& g) {
     }
     if (needed_scratch > g.scratch_floats)
         throw std::logic_error("CUDA engine: the planner's scratch is smaller than its kernels need");
-    // The fused attention's backward works one head at a time in a scratch of its own.
+    // The fused attention works one head at a time in a scratch of its own (the 16-bit forward
+    // outside the tile kernels: every head's scores).
     if (plan.attention_scratch_floats > 0)
         plan.per_micro_batch.push_back({MemoryCategory::workspace, plan.attention_scratch_floats * 4, BufferRole::attention_scratch});
 

@@ -17,8 +17,9 @@ namespace trainbench::cuda {
 struct DevicePlan {
     // Allocation order. Persistent: parameters, [16-bit working copy], gradients, [optimizer
     // state], [eager optimizer scratch], [preloaded train split], CUDA workspace.
-    // Per micro-batch: the planner's (tokens, tensors, recompute slots, gradient block, kernel
-    // scratch), then the fused attention backward's scratch.
+    // Per micro-batch: the planner's (tokens, tensors but the probabilities the tile kernels
+    // compute again, recompute slots, gradient block, kernel scratch), then the fused
+    // attention's scratch.
     std::vector<PlannedBuffer> persistent;
     std::vector<PlannedBuffer> per_micro_batch;
 
@@ -52,6 +53,12 @@ struct DevicePlan {
         return total;
     }
 };
+
+// Whether the CUDA engine keeps attention op `op`'s probabilities (att, its output 1) from the
+// forward to the backward: not where a 16-bit fused attention runs in the tile kernels
+// (attention_in_tile_kernels), whose backward computes them again. Such an att has no buffer of
+// its own on the GPU (inside a checkpointing recompute slot it still counts toward the slot's size).
+bool attention_keeps_probabilities(const GraphPlan& g, const OpDesc& op);
 
 // The planner's plan as the CUDA engine runs it. Throws Error for a model the CUDA engine has no
 // kernels for (backend/backend_support.hpp).

@@ -10,9 +10,13 @@
 // 16-bit storage, the softmax rounds the probabilities as it stores them, the backward's softmax
 // rounds scale * dS, and the output gradient arrives rounded (the caller's). So no fp32 copy of
 // qkv or att is made, and the products run at the tensor cores' rate instead of as SGEMMs. Where
-// the shapes allow (attention_scores_in_one_kernel), q k^T and the softmax are one kernel of our
-// own on the tensor cores, so the [B, H, T, T] fp32 scores are neither written nor read back, and
-// tiles above the diagonal are not computed at all.
+// the shapes allow (attention_in_tile_kernels), the whole attention runs in two kernels of our
+// own on the tensor cores, flash-attention style in what they keep: the forward computes q k^T,
+// the softmax and att v per 16-query tile with the scores and probabilities in shared memory, and
+// keeps no att; the backward computes the tile's scores and probabilities again (the same bits)
+// before dY V^T and the softmax's backward. Tiles above the diagonal are not computed at all. The
+// function is the CPU's, rounding point for rounding point: only the memory differs (the
+// [B, H, T, T] att is never stored; one head's recomputed probabilities and dS live in the scratch).
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -94,6 +98,7 @@ __device__ __forceinline__ void softmax_row_in_registers(const float* a, H* p, i
             sum += value[k];
         }
     const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
+    __syncwarp();  // every lane has read its scores: p may be stored over them (the forward kernel)
 #pragma unroll
     for (int k = 0; k < PerLane; ++k) {
         const int64_t j = lane + 32 * k;
@@ -176,7 +181,7 @@ __global__ void causal_softmax_backward_16bit_kernel(const H* __restrict__ att, 
     }
 }
 
-// The 16-bit attention's fused kernels (attention_scores_in_one_kernel): 16-query tiles, 4 warps.
+// The 16-bit attention's fused kernels (attention_in_tile_kernels): 16-query tiles, 4 warps.
 constexpr int kScoreTile = 16;
 constexpr int kScoreWarps = 4;
 
@@ -202,17 +207,22 @@ __device__ __forceinline__ void causal_tile_products(const H* x, int64_t ldx, co
     }
 }
 
-// q k^T and the causal softmax in one kernel (attention_scores_in_one_kernel): block (16-query
-// tile, head, sample), 4 warps. Each warp multiplies q's 16 rows by 16-key tiles of k on the
-// tensor cores (fp32 accumulation) for the key tiles the causal mask keeps, into the block's
-// fp32 scores in shared memory; then each warp takes 4 of the 16 rows through
-// causal_softmax_16bit_kernel's arithmetic (registers, PerLane) and stores them rounded into att.
-// The scores never go to global memory.
+// The whole 16-bit attention forward of a 16-query tile (attention_in_tile_kernels): block
+// (16-query tile, head, sample), 4 warps. Each warp multiplies q's 16 rows by 16-key tiles of k
+// on the tensor cores (fp32 accumulation) for the key tiles the causal mask keeps, into the
+// block's fp32 scores in shared memory; each warp then takes 4 of the 16 rows through
+// causal_softmax_16bit_kernel's arithmetic (registers, PerLane) and stores the probabilities
+// rounded to H over the row's own scores (the first half of its bytes); then each warp
+// multiplies those probabilities by v for one or more 16-column tiles of the head's output
+// (fp32 accumulation over the kept key tiles, in order) and stores them rounded into out. Neither
+// the scores nor the probabilities go to global memory: the backward computes them again.
 template <typename H, int PerLane>
-__global__ void causal_scores_softmax_kernel(const H* __restrict__ qkv, H* __restrict__ att, int64_t T, int64_t C,
-                                             int64_t n_head, float scale) {
-    extern __shared__ float scores[];  // [kScoreTile][T + 4]
+__global__ void causal_attention_forward_kernel(const H* __restrict__ qkv, H* __restrict__ out, int64_t T,
+                                                int64_t C, int64_t n_head, float scale) {
+    extern __shared__ float shared[];  // scores [kScoreTile][T + 4], then a 16 x 16 tile per warp
     const int64_t stride = T + 4;      // a multiple of 4 floats, as wmma's stores want
+    float* scores = shared;
+    float* staging = shared + kScoreTile * stride + (threadIdx.x / 32) * kScoreTile * kScoreTile;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t tile = blockIdx.x, head = blockIdx.y, b = blockIdx.z;
     const int64_t hs = C / n_head;
@@ -220,33 +230,67 @@ __global__ void causal_scores_softmax_kernel(const H* __restrict__ qkv, H* __res
     causal_tile_products(sample + tile * kScoreTile * 3 * C, 3 * C, sample + C, 3 * C, hs, tile, scores, stride, warp);
     __syncthreads();
     for (int r = warp; r < kScoreTile; r += kScoreWarps) {
-        const int64_t t = tile * kScoreTile + r;
-        softmax_row_in_registers<H, PerLane>(scores + r * stride, att + ((b * n_head + head) * T + t) * T, t, T, scale,
-                                             lane);
+        float* row = scores + r * stride;
+        softmax_row_in_registers<H, PerLane>(row, reinterpret_cast<H*>(row), tile * kScoreTile + r, T, scale, lane);
+    }
+    __syncthreads();
+    // The probabilities: row r at p + r * (2 * stride), 0 above the diagonal; row-major 16 x 16
+    // tiles at p + key_tile * 16, as wmma's loads want (2 * stride a multiple of 8 values).
+    const H* p = reinterpret_cast<const H*>(scores);
+    const H* v = sample + 2 * C;
+    H* y = out + (b * T + tile * kScoreTile) * C + head * hs;
+    for (int64_t column_tile = warp; column_tile < hs / kScoreTile; column_tile += kScoreWarps) {
+        nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> product;
+        nvcuda::wmma::fill_fragment(product, 0.0f);
+        for (int64_t key_tile = 0; key_tile <= tile; ++key_tile) {
+            nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, H, nvcuda::wmma::row_major> a;
+            nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, H, nvcuda::wmma::row_major> w;
+            // a(t, j) = p[t][key_tile * 16 + j];  w(j, d) = v[key_tile * 16 + j][column_tile * 16 + d]
+            nvcuda::wmma::load_matrix_sync(a, p + key_tile * kScoreTile, static_cast<unsigned>(2 * stride));
+            nvcuda::wmma::load_matrix_sync(w, v + key_tile * kScoreTile * 3 * C + column_tile * kScoreTile,
+                                           static_cast<unsigned>(3 * C));
+            nvcuda::wmma::mma_sync(product, a, w, product);
+        }
+        nvcuda::wmma::store_matrix_sync(staging, product, kScoreTile, nvcuda::wmma::mem_row_major);
+        __syncwarp();
+        for (int i = lane; i < kScoreTile * kScoreTile; i += 32)
+            y[(i / kScoreTile) * C + column_tile * kScoreTile + i % kScoreTile] = store_from_float<H>(staging[i]);
+        __syncwarp();  // the tile is stored before the warp's next one overwrites the staging
     }
 }
 
 // The backward's counterpart (same shapes): block (16-query tile, sample) of head `head`. The
-// warps multiply dY's 16 rows by 16-key tiles of v (G = dY V^T, fp32 accumulation) into shared
-// memory for the key tiles the mask keeps; then each row goes through
-// causal_softmax_backward_16bit_kernel's arithmetic (registers, PerLane) into ds ([B, T, T] of
-// this head, 16 bits). G never goes to global memory.
+// warps first compute the tile's scores and probabilities again as the forward kernel did (the
+// same products in the same order, the same softmax: the same bits), storing the probabilities
+// rounded into p ([B, T, T] of this head, for dV = P^T dY after this kernel); then they multiply
+// dY's 16 rows by 16-key tiles of v (G = dY V^T, fp32 accumulation) into shared memory for the
+// key tiles the mask keeps, and each row goes through causal_softmax_backward_16bit_kernel's
+// arithmetic (registers, PerLane) into ds ([B, T, T] of this head, 16 bits). Neither the scores
+// nor G go to global memory.
 template <typename H, int PerLane>
-__global__ void causal_softmax_backward_fused_kernel(const H* __restrict__ dout, const H* __restrict__ qkv,
-                                                     const H* __restrict__ att, H* __restrict__ ds, int64_t T,
-                                                     int64_t C, int64_t n_head, int64_t head, float scale) {
-    extern __shared__ float gradients[];  // [kScoreTile][T + 4]
+__global__ void causal_attention_backward_kernel(const H* __restrict__ dout, const H* __restrict__ qkv,
+                                                 H* __restrict__ p, H* __restrict__ ds, int64_t T, int64_t C,
+                                                 int64_t n_head, int64_t head, float scale) {
+    extern __shared__ float rows[];  // [kScoreTile][T + 4]: the scores, then G
     const int64_t stride = T + 4;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t tile = blockIdx.x, b = blockIdx.y;
     const int64_t hs = C / n_head;
-    const H* dy = dout + (b * T + tile * kScoreTile) * C + head * hs;
-    causal_tile_products(dy, C, qkv + b * T * 3 * C + 2 * C + head * hs, 3 * C, hs, tile, gradients, stride, warp);
+    const H* sample = qkv + b * T * 3 * C + head * hs;
+    causal_tile_products(sample + tile * kScoreTile * 3 * C, 3 * C, sample + C, 3 * C, hs, tile, rows, stride, warp);
     __syncthreads();
     for (int r = warp; r < kScoreTile; r += kScoreWarps) {
         const int64_t t = tile * kScoreTile + r;
-        softmax_backward_row_in_registers<H, PerLane>(att + ((b * n_head + head) * T + t) * T, gradients + r * stride,
-                                                      ds + (b * T + t) * T, t, T, scale, lane);
+        softmax_row_in_registers<H, PerLane>(rows + r * stride, p + (b * T + t) * T, t, T, scale, lane);
+    }
+    __syncthreads();  // the scores are read before G takes their place; p is visible to the block
+    const H* dy = dout + (b * T + tile * kScoreTile) * C + head * hs;
+    causal_tile_products(dy, C, sample + 2 * C, 3 * C, hs, tile, rows, stride, warp);
+    __syncthreads();
+    for (int r = warp; r < kScoreTile; r += kScoreWarps) {
+        const int64_t t = tile * kScoreTile + r;
+        softmax_backward_row_in_registers<H, PerLane>(p + (b * T + t) * T, rows + r * stride, ds + (b * T + t) * T, t,
+                                                      T, scale, lane);
     }
 }
 
@@ -411,38 +455,38 @@ void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, vo
                              StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream) {
     if (B == 0 || T == 0) return;
     const int64_t hs = C / n_head;
-    const Batched16 product{blas, static_cast<int>(B), type};
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
-    if (attention_scores_in_one_kernel(T, C, n_head)) {
+    if (attention_in_tile_kernels(T, C, n_head)) {
         const dim3 grid(static_cast<unsigned>(T / kScoreTile), static_cast<unsigned>(n_head), static_cast<unsigned>(B));
-        const size_t shared = static_cast<size_t>(kScoreTile * (T + 4)) * sizeof(float);
+        const size_t shared = static_cast<size_t>(kScoreTile * (T + 4) + kScoreWarps * kScoreTile * kScoreTile) * sizeof(float);
         dispatch_storage(type, [&]<typename H>() {
             if constexpr (!std::is_same_v<H, float>) {
                 with_values_per_lane(T, [&]<int PerLane>() {
                     if constexpr (PerLane > 0)
-                        causal_scores_softmax_kernel<H, PerLane><<<grid, kScoreWarps * 32, shared, stream>>>(
-                            static_cast<const H*>(qkv), static_cast<H*>(att), T, C, n_head, scale);
+                        causal_attention_forward_kernel<H, PerLane><<<grid, kScoreWarps * 32, shared, stream>>>(
+                            static_cast<const H*>(qkv), static_cast<H*>(out), T, C, n_head, scale);
                 });
                 TRAINBENCH_CUDA_CHECK_LAUNCH();
             }
         });
-    } else {
-        for (int64_t h = 0; h < n_head; ++h) {
-            const void* q = at(qkv, h * hs, type);
-            // A(j, t) = sum_d K(d, j) Q(d, t), in fp32
-            product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, at(q, C, type), 3 * C, T * 3 * C, q, 3 * C, T * 3 * C,
-                    scores + h * T * T, StorageType::f32, T, n_head * T * T);
-        }
-        dispatch_storage(type, [&]<typename H>() {
-            if constexpr (!std::is_same_v<H, float>) {
-                with_values_per_lane(T, [&]<int PerLane>() {
-                    causal_softmax_16bit_kernel<H, PerLane><<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(
-                        scores, static_cast<H*>(att), B * n_head * T, T, scale);
-                });
-                TRAINBENCH_CUDA_CHECK_LAUNCH();
-            }
-        });
+        return;
     }
+    const Batched16 product{blas, static_cast<int>(B), type};
+    for (int64_t h = 0; h < n_head; ++h) {
+        const void* q = at(qkv, h * hs, type);
+        // A(j, t) = sum_d K(d, j) Q(d, t), in fp32
+        product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, at(q, C, type), 3 * C, T * 3 * C, q, 3 * C, T * 3 * C,
+                scores + h * T * T, StorageType::f32, T, n_head * T * T);
+    }
+    dispatch_storage(type, [&]<typename H>() {
+        if constexpr (!std::is_same_v<H, float>) {
+            with_values_per_lane(T, [&]<int PerLane>() {
+                causal_softmax_16bit_kernel<H, PerLane><<<row_blocks(B * n_head * T), kRowsPerBlock * 32, 0, stream>>>(
+                    scores, static_cast<H*>(att), B * n_head * T, T, scale);
+            });
+            TRAINBENCH_CUDA_CHECK_LAUNCH();
+        }
+    });
     for (int64_t h = 0; h < n_head; ++h)
         // Yc(d, t) = sum_j V(d, j) A(j, t), rounded once into out
         product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, at(qkv, h * hs + 2 * C, type), 3 * C, T * 3 * C,
@@ -456,32 +500,33 @@ void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void*
     const int64_t hs = C / n_head;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
     const Batched16 product{blas, static_cast<int>(B), type};
-    // [B, T, T] fp32: dY V^T of one head, where it is not computed inside the softmax's backward;
-    // then [B, T, T] 16-bit: scale * dS of that head.
-    const bool one_kernel = attention_scores_in_one_kernel(T, C, n_head);
+    // In the tile kernels: one head's probabilities computed again ([B, T, T], 16-bit), then its
+    // scale * dS. Otherwise: [B, T, T] fp32, dY V^T of one head, then scale * dS of that head.
+    const bool tile_kernels = attention_in_tile_kernels(T, C, n_head);
     float* G = scratch;
-    void* dS = one_kernel ? static_cast<void*>(scratch) : static_cast<void*>(scratch + attention_16bit_g_floats(B, T));
+    void* P = scratch;
+    void* dS = scratch + (tile_kernels ? attention_16bit_head_floats(B, T) : attention_16bit_g_floats(B, T));
     for (int64_t h = 0; h < n_head; ++h) {
         const void* q = at(qkv, h * hs, type);
         const void* k = at(q, C, type);
         const void* v = at(q, 2 * C, type);
         const void* dy = at(dout, h * hs, type);
-        const void* p = at(att, h * T * T, type);
-        // dVc(d, j) = sum_t dYc(d, t) A(j, t);  G(j, t) = sum_d V(d, j) dY(d, t)
-        product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, C, T * C, p, T, n_head * T * T, dqkv + h * hs + 2 * C,
-                StorageType::f32, 3 * C, T * 3 * C);
+        // This head's probabilities: [B, T, T] with sample stride p_sample.
+        const void* p = tile_kernels ? P : at(att, h * T * T, type);
+        const int64_t p_sample = tile_kernels ? T * T : n_head * T * T;
         dispatch_storage(type, [&]<typename H>() {
             if constexpr (!std::is_same_v<H, float>) {
-                if (one_kernel) {
+                if (tile_kernels) {
                     const dim3 grid(static_cast<unsigned>(T / kScoreTile), static_cast<unsigned>(B));
                     const size_t shared = static_cast<size_t>(kScoreTile * (T + 4)) * sizeof(float);
                     with_values_per_lane(T, [&]<int PerLane>() {
                         if constexpr (PerLane > 0)
-                            causal_softmax_backward_fused_kernel<H, PerLane><<<grid, kScoreWarps * 32, shared, stream>>>(
-                                static_cast<const H*>(dout), static_cast<const H*>(qkv), static_cast<const H*>(att),
+                            causal_attention_backward_kernel<H, PerLane><<<grid, kScoreWarps * 32, shared, stream>>>(
+                                static_cast<const H*>(dout), static_cast<const H*>(qkv), static_cast<H*>(P),
                                 static_cast<H*>(dS), T, C, n_head, h, scale);
                     });
                 } else {
+                    // G(j, t) = sum_d V(d, j) dY(d, t)
                     product(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, 3 * C, T * 3 * C, dy, C, T * C, G, StorageType::f32, T,
                             T * T);
                     with_values_per_lane(T, [&]<int PerLane>() {
@@ -492,6 +537,9 @@ void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void*
                 TRAINBENCH_CUDA_CHECK_LAUNCH();
             }
         });
+        // dVc(d, j) = sum_t dYc(d, t) A(j, t)
+        product(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, C, T * C, p, T, p_sample, dqkv + h * hs + 2 * C,
+                StorageType::f32, 3 * C, T * 3 * C);
         // dQc(d, t) = sum_j K(d, j) G(j, t);  dKc(d, j) = sum_t Q(d, t) G(j, t)
         product(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, k, 3 * C, T * 3 * C, dS, T, T * T, dqkv + h * hs, StorageType::f32,
                 3 * C, T * 3 * C);

@@ -361,13 +361,9 @@ private:
     // The type the products' operands have: the run's 16-bit type, or f32.
     StorageType products_type() const { return plan_.sixteen_bit() ? storage_type_for(plan_.precision) : StorageType::f32; }
     // --fused on in a 16-bit run: attention multiplies its 16-bit tensors in place on the tensor
-    // cores (attention_forward_16bit), with no fp32 copies of them.
-    bool on_16bit_operands(const OpDesc& op) const {
-        if (!spec_.fused || !plan_.sixteen_bit()) return false;
-        for (int t : {op.inputs[0], op.outputs[0], op.outputs[1]})
-            if (!plan_.stored_16bit(t)) return false;
-        return true;
-    }
+    // cores (attention_forward_16bit), with no fp32 copies of them. In the tile kernels att has
+    // no buffer (attention_keeps_probabilities): null, which they do not read.
+    bool on_16bit_operands(const OpDesc& op) const { return plan_.attention_in_storage(op); }
     StorageType type_of(int t) const { return plan_.stored_16bit(t) ? storage_type_for(plan_.precision) : StorageType::f32; }
     // cuBLASLt's bias epilogue reads its bias in 16-byte units: biases at other offsets of the
     // parameter store are added by a separate pass.

@@ -47,15 +47,17 @@ void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv
                         float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
 
 // 16-bit runs (bf16, fp16 as `type`): the products on 16-bit operands with fp32 accumulation,
-// at nn/attention.hpp's rounding points. qkv, out and att are in their 16-bit storage. Where
-// attention_scores_in_one_kernel(T, C, n_head), q k^T and the softmax are one kernel on the
-// tensor cores; otherwise scores ([B, H, T, T] fp32, the start of the attention scratch) holds
-// the raw q k^T of cuBLAS's products before the softmax rounds it into att.
+// at nn/attention.hpp's rounding points. qkv and out are in their 16-bit storage. Where
+// attention_in_tile_kernels(T, C, n_head), forward and backward are kernels of our own on the
+// tensor cores that keep no probabilities (att is not read or written; it may be null) and
+// scores is unused; otherwise att holds the 16-bit probabilities, and scores ([B, H, T, T] fp32,
+// the start of the attention scratch) the raw q k^T of cuBLAS's products before the softmax
+// rounds it into att.
 void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, void* att, float* scores,
                              StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
 // Scratch: attention_16bit_scratch_floats(B, T, C, n_head) floats (plan/cuda_buffer_sizes.hpp).
 // dqkv [B, T, 3C] (fp32) overwritten, from dout [B, T, C] already rounded to `type` and the
-// forward's 16-bit qkv and att.
+// forward's 16-bit qkv and att (unused in the tile kernels, which compute it again).
 void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void* qkv, const void* att, float* dqkv,
                               float* scratch, StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head,
                               cudaStream_t stream);
