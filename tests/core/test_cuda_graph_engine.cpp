@@ -382,6 +382,8 @@ private slots:
             const int64_t ds = (B * T * T + 1) / 2;
             const bool tile_kernels = n_embd / H % 16 == 0;
             QCOMPARE(cuda::attention_in_tile_kernels(T, n_embd, H), tile_kernels);
+            QVERIFY(cuda::attention_in_tile_kernels(1024, 768, 12));  // GPT-2 small
+            QVERIFY(!cuda::attention_in_tile_kernels(1040, 768, 12));  // beyond a row in registers
             QCOMPARE(plan.attention_scratch_floats,
                      tile_kernels ? ds + ds : std::max(B * H * T * T, cuda::attention_16bit_g_floats(B, T) + ds));
         }
@@ -738,6 +740,9 @@ private slots:
         // (attention_in_tile_kernels, no probabilities kept), where the rows above take cuBLAS's.
         QTest::newRow("GPT bf16 tile kernels") << int(Precision::bf16) << true << 32 << 64;
         QTest::newRow("GPT fp16 tile kernels") << int(Precision::fp16) << true << 32 << 64;
+        // T 768: a tile's scores need more than the 48 KiB of shared memory a kernel gets unasked
+        // (allow_attention_tile_kernels_shared_memory), and a row 32 registers per lane.
+        QTest::newRow("GPT bf16 tile kernels, T 768") << int(Precision::bf16) << true << 768 << 64;
         QTest::newRow("MLP bf16") << int(Precision::bf16) << false << 13 << 32;
         QTest::newRow("MLP fp16") << int(Precision::fp16) << false << 13 << 32;
     }

@@ -37,14 +37,16 @@ inline int64_t attention_backward_scratch_floats(int64_t B, int64_t T) { return 
 inline int64_t attention_16bit_g_floats(int64_t B, int64_t T) { return (B * T * T + 63) / 64 * 64; }
 // Whether the 16-bit attention runs as two kernels of our own on the tensor cores, which the
 // shapes allow: head size and width whole tiles (32-byte aligned loads of q, k, v and dY), T
-// whole tiles and at most 512 (a 16-query tile's T fp32 scores in 32 KiB of shared memory). The
-// forward (causal_attention_forward_kernel) computes q k^T, the softmax and att v for a tile of
-// queries with the scores and probabilities in shared memory; nothing of att is kept for the
-// backward (attention_keeps_probabilities), whose kernel computes q k^T and the softmax again, to
-// the bit, before dY V^T and the softmax's backward.
+// whole tiles and at most kAttentionTileMaxT (a 16-query tile's T fp32 scores in shared memory,
+// 64 KiB at T 1,024, and a row's T values in 32 registers per lane). The forward
+// (causal_attention_forward_kernel) computes q k^T, the softmax and att v for a tile of queries
+// with the scores and probabilities in shared memory; nothing of att is kept for the backward
+// (attention_keeps_probabilities), whose kernel computes q k^T and the softmax again, to the bit,
+// before dY V^T and the softmax's backward.
+inline constexpr int64_t kAttentionTileMaxT = 1024;
 inline bool attention_in_tile_kernels(int64_t T, int64_t C, int64_t n_head) {
     const int64_t hs = C / n_head;
-    return hs % 16 == 0 && C % 16 == 0 && T % 16 == 0 && T <= 512;
+    return hs % 16 == 0 && C % 16 == 0 && T % 16 == 0 && T <= kAttentionTileMaxT;
 }
 // One head's [B, T, T] in 16 bits, in floats, rounded up to 256 bytes so that what follows it
 // starts aligned for the tensor cores' loads.

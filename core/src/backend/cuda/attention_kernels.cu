@@ -294,6 +294,13 @@ __global__ void causal_attention_backward_kernel(const H* __restrict__ dout, con
     }
 }
 
+// The tile kernels' shared memory: a 16-query tile's fp32 scores (rows of T + 4 floats: a
+// multiple of 4, as wmma's stores want), and in the forward a 16 x 16 fp32 tile per warp.
+size_t forward_tile_shared_bytes(int64_t T) {
+    return static_cast<size_t>(kScoreTile * (T + 4) + kScoreWarps * kScoreTile * kScoreTile) * sizeof(float);
+}
+size_t backward_tile_shared_bytes(int64_t T) { return static_cast<size_t>(kScoreTile * (T + 4)) * sizeof(float); }
+
 // Calls launch.template operator()<PerLane>() with the fewest registers per lane that hold a row
 // of T values (0: T too long for registers, the loops over memory).
 template <typename Launch>
@@ -451,6 +458,24 @@ void attention_query_key_gradients(cublasHandle_t blas, const float* qkv, const 
 
 // ---- 16-bit runs: the products on the tensor cores (see the file comment)
 
+void allow_attention_tile_kernels_shared_memory() {
+    // Above 48 KiB a kernel's dynamic shared memory must be asked for, per kernel (the forward's above T 688, the backward's above 752).
+    const auto forward = static_cast<int>(forward_tile_shared_bytes(kAttentionTileMaxT));
+    const auto backward = static_cast<int>(backward_tile_shared_bytes(kAttentionTileMaxT));
+    auto allow = [&]<typename H>() {
+        TRAINBENCH_CUDA_CHECK(cudaFuncSetAttribute(causal_attention_forward_kernel<H, 8>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, forward));
+        TRAINBENCH_CUDA_CHECK(cudaFuncSetAttribute(causal_attention_forward_kernel<H, 32>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, forward));
+        TRAINBENCH_CUDA_CHECK(cudaFuncSetAttribute(causal_attention_backward_kernel<H, 8>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, backward));
+        TRAINBENCH_CUDA_CHECK(cudaFuncSetAttribute(causal_attention_backward_kernel<H, 32>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, backward));
+    };
+    allow.template operator()<__nv_bfloat16>();
+    allow.template operator()<__half>();
+}
+
 void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, void* att, float* scores,
                              StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream) {
     if (B == 0 || T == 0) return;
@@ -458,7 +483,7 @@ void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, vo
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
     if (attention_in_tile_kernels(T, C, n_head)) {
         const dim3 grid(static_cast<unsigned>(T / kScoreTile), static_cast<unsigned>(n_head), static_cast<unsigned>(B));
-        const size_t shared = static_cast<size_t>(kScoreTile * (T + 4) + kScoreWarps * kScoreTile * kScoreTile) * sizeof(float);
+        const size_t shared = forward_tile_shared_bytes(T);
         dispatch_storage(type, [&]<typename H>() {
             if constexpr (!std::is_same_v<H, float>) {
                 with_values_per_lane(T, [&]<int PerLane>() {
@@ -518,7 +543,7 @@ void attention_backward_16bit(cublasHandle_t blas, const void* dout, const void*
             if constexpr (!std::is_same_v<H, float>) {
                 if (tile_kernels) {
                     const dim3 grid(static_cast<unsigned>(T / kScoreTile), static_cast<unsigned>(B));
-                    const size_t shared = static_cast<size_t>(kScoreTile * (T + 4)) * sizeof(float);
+                    const size_t shared = backward_tile_shared_bytes(T);
                     with_values_per_lane(T, [&]<int PerLane>() {
                         if constexpr (PerLane > 0)
                             causal_attention_backward_kernel<H, PerLane><<<grid, kScoreWarps * 32, shared, stream>>>(

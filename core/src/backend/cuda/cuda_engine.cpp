@@ -258,6 +258,7 @@ private:
         TRAINBENCH_CUDA_CHECK(cudaEventCreate(&timing_stop_));
         gemm_ = std::make_unique<GemmRunner>();
         TRAINBENCH_CUBLAS_CHECK(cublasCreate(&blas_));
+        if (plan_.sixteen_bit()) allow_attention_tile_kernels_shared_memory();
 
         // Persistent buffers, each bound by its role (see DevicePlan).
         persistent_.reserve(device_plan_.persistent.size());
