@@ -97,10 +97,11 @@ void for_each_widened_block(int64_t in, int64_t out, int64_t rows, int member, i
 }  // namespace
 
 int64_t onednn_linear_scratchpad_bytes(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, bool bias,
-                                       bool input_grad, int threads) {
+                                       bool input_grad, int threads, bool whole_forward) {
     int64_t bytes = 0;
     for (int members : {1, threads}) {
-        bytes = std::max(bytes, onednn_scratchpad_bytes(linear_forward_shape(operands, in, out, rows, bias), members));
+        if (whole_forward)
+            bytes = std::max(bytes, onednn_scratchpad_bytes(linear_forward_shape(operands, in, out, rows, bias), members));
         if (operands == MatmulOperands::bf16)
             bytes = std::max(bytes, onednn_scratchpad_bytes(linear_forward_shape(operands, in, out, rows, bias, true), members));
         for (GradientWrite write : {GradientWrite::overwrite, GradientWrite::accumulate}) {
@@ -125,8 +126,9 @@ int64_t backward_work(int64_t in, int64_t out, int64_t rows, bool weight_grad, b
 }  // namespace
 
 void onednn_linear_prepare(OnednnProducts& products, MatmulOperands operands, int64_t in, int64_t out, int64_t rows,
-                           bool bias, bool bf16_result, bool weight_grad, bool input_grad) {
-    products.prepare(linear_forward_shape(operands, in, out, rows, bias, bf16_result), members_for(in * out * rows));
+                           bool bias, bool bf16_result, bool weight_grad, bool input_grad, bool whole_forward) {
+    if (whole_forward)
+        products.prepare(linear_forward_shape(operands, in, out, rows, bias, bf16_result), members_for(in * out * rows));
     const int members = members_for(backward_work(in, out, rows, weight_grad, input_grad));
     if (weight_grad)
         for (GradientWrite write : {GradientWrite::overwrite, GradientWrite::accumulate}) {

@@ -23,14 +23,18 @@ MatmulShape linear_weight_grad_shape(MatmulOperands operands, int64_t in, int64_
                                      GradientWrite write);
 
 // Scratchpad bytes a member needs for every product of a Linear layer of up to `rows` rows, on
-// a team of up to `threads` members (or 1: small products run on the calling thread).
+// a team of up to `threads` members (or 1: small products run on the calling thread). Without
+// whole_forward the forward is not counted: it runs as onednn_linear_forward_16bit_rows' blocks,
+// sized by onednn_linear_16bit_rows_scratchpad_bytes.
 int64_t onednn_linear_scratchpad_bytes(MatmulOperands operands, int64_t in, int64_t out, int64_t rows, bool bias,
-                                       bool input_grad, int threads);
+                                       bool input_grad, int threads, bool whole_forward = true);
 
 // Makes every product the forward (and, with weight_grad or input_grad, the backward) of a
-// Linear layer of `rows` rows will run, split as they will be.
+// Linear layer of `rows` rows will run, split as they will be. Without whole_forward the
+// forward's product per member's slice is not made (onednn_linear_prepare_16bit_rows makes its
+// blocks' instead).
 void onednn_linear_prepare(OnednnProducts& products, MatmulOperands operands, int64_t in, int64_t out, int64_t rows,
-                           bool bias, bool bf16_result, bool weight_grad, bool input_grad);
+                           bool bias, bool bf16_result, bool weight_grad, bool input_grad, bool whole_forward = true);
 
 // Y = X W^T + b (bias may be null), the epilogue applied to each member's rows while in cache.
 void onednn_linear_forward(OnednnProducts& products, MatmulOperands operands, const void* x, const void* w,

@@ -408,7 +408,7 @@ void plan_kernels(GraphPlan& plan, const std::vector<bool>& requires_grad) {
                         plan.onednn_scratchpad_bytes =
                             std::max(plan.onednn_scratchpad_bytes,
                                      onednn_linear_scratchpad_bytes(operands, in, out, plan.rows(op, n), bias,
-                                                                    p.input_grad, plan.threads));
+                                                                    p.input_grad, plan.threads, !plan.widens_input_rows(op)));
                         if (plan.widens_input_rows(op))
                             plan.onednn_scratchpad_bytes = std::max(
                                 plan.onednn_scratchpad_bytes,

@@ -379,7 +379,8 @@ private:
                 onednn_linear_prepare(*onednn_, onednn_operands(), shape[1], shape[0], plan_.rows(op, n),
                                       has_bias || op.kind == OpKind::lora_linear, product_writes_bf16(static_cast<int>(o)),
                                       weight_grad,
-                                      p.input_grad && plan_.grad_offset[static_cast<size_t>(op.inputs[0])] >= 0);
+                                      p.input_grad && plan_.grad_offset[static_cast<size_t>(op.inputs[0])] >= 0,
+                                      !plan_.widens_input_rows(op));
                 if (plan_.widens_input_rows(op))
                     onednn_linear_prepare_16bit_rows(*onednn_, shape[1], shape[0], plan_.rows(op, n), has_bias);
             }
