@@ -655,7 +655,7 @@ bool GraphPlan::hands_dy_codes(int a, int64_t samples) const {
                                       grad_offset[static_cast<size_t>(product.inputs[0])] >= 0, threads))
         return false;
     if (op.kind == OpKind::activation)
-        return stored_16bit(activation_needs_input(op.activation) ? op.inputs[0] : op.outputs[0]);
+        return stored_16bit(activation_saved_tensor(op));
     return op.kind == OpKind::attention && attention_in_storage(op) && attention_in_onednn();
 }
 

@@ -11,6 +11,7 @@
 
 #include "model/model_desc.hpp"
 #include "model/param_layout.hpp"
+#include "nn/activation.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/linear.hpp"
 #include "nn/packed_weights.hpp"
@@ -20,6 +21,12 @@
 #include "trainbench/run_config.hpp"
 
 namespace trainbench {
+
+// The tensor activation op `act`'s backward reads f' from: its input z where the activation
+// needs it (GELU), its output a otherwise. Both engines save that one for the backward.
+inline int activation_saved_tensor(const OpDesc& act) {
+    return activation_needs_input(act.activation) ? act.inputs[0] : act.outputs[0];
+}
 
 // The kernels a linear op's products run in on the CPU (RunConfig::cpu_products made concrete
 // for this CPU and precision): Eigen's fp32 product on weights packed once per update; oneDNN's

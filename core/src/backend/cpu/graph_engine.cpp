@@ -957,8 +957,8 @@ private:
                 // The input's gradient shares the output's buffer: scaled in place. f' is read
                 // from the input (GELU) or the output (the others); only that one is widened.
                 float* g = grad(op.inputs[0]);
-                const bool from_input = activation_needs_input(op.activation);
-                const int saved = from_input ? op.inputs[0] : op.outputs[0];
+                const int saved = activation_saved_tensor(op);
+                const bool from_input = saved == op.inputs[0];
                 if (plan_.stored_16bit(saved)) {  // widened a block at a time as f' reads it
                     activation_backward_16bit(op.activation, plan_.precision, tensor_16bit(saved),
                                               from_input ? buffers_.input_staging[0] : buffers_.output_staging[0], g,

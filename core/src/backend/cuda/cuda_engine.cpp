@@ -513,11 +513,6 @@ private:
         return model().ops[static_cast<size_t>(with)].kind == OpKind::activation ? with : -1;
     }
 
-    // The tensor activation op `act`'s backward reads f' from: z for GELU, the output a otherwise.
-    static int activation_saved(const OpDesc& act) {
-        return activation_needs_input(act.activation) ? act.inputs[0] : act.outputs[0];
-    }
-
     void forward_op(int o, int64_t n) override {
         const ModelDesc& m = model();
         const OpDesc& op = m.ops[static_cast<size_t>(o)];
@@ -683,7 +678,7 @@ private:
                     ActivationInBiasPass activation;
                     if (a >= 0) {
                         const OpDesc& act = m.ops[static_cast<size_t>(a)];
-                        const int saved = activation_saved(act);
+                        const int saved = activation_saved_tensor(act);
                         activation = {.kind = act.activation, .saved = stored(saved), .saved_type = type_of(saved)};
                     }
                     bias_grad(dout, out, rows, a >= 0 ? &activation : nullptr, sixteen || a >= 0 ? dz : nullptr, dz_type,
@@ -712,7 +707,7 @@ private:
                 // The input's gradient shares the output's buffer: scaled in place.
                 float* g = grad(op.inputs[0]);
                 if (!g) return;
-                const int saved = activation_saved(op);
+                const int saved = activation_saved_tensor(op);
                 activation_backward(op.activation, g, StorageType::f32, stored(saved), type_of(saved),
                                     elements(op.outputs[0], n), stream_);
                 return;
