@@ -1,6 +1,7 @@
 // Element-wise activation forward/backward, bias add (when no cuBLASLt epilogue fits) and the
 // bias gradient (a sum over the batch in fixed chunks, which also applies the backward of the
 // activation after the linear op and rounds the output gradient for 16-bit products).
+#include "backend/cuda/column_partials.cuh"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/storage_types.cuh"
 
@@ -80,12 +81,8 @@ __global__ void add_bias_kernel(Z* z, const B* __restrict__ bias, int64_t rows, 
         z[i] = store_from_float<Z>(load_as_float(z[i]) + load_as_float(bias[i % rows]));
 }
 
-// The bias gradient in two passes, so that it has many blocks however few the features (one block
-// per 32 features left 12 blocks for 384 on an H200's 132 SMs, 20 us a pass). Pass 1: block
-// (32 features, chunk of samples); its 8 thread rows take every 8th sample of the chunk, their
-// sums added in a fixed order. Pass 2: each feature's chunk sums added in order, in double.
-constexpr int kBiasFeatures = 32;
-constexpr int kBiasLanes = 8;
+// The bias gradient in two passes (column_partials.cuh): pass 1, block (32 features, chunk of
+// samples); pass 2, each feature's chunk sums added in order, in double.
 
 // dz [features x count] (fp32, a sample's features contiguous). Each value is first scaled by the
 // activation's derivative where `saved` is given, then stored in `out` where that is given
@@ -93,14 +90,13 @@ constexpr int kBiasLanes = 8;
 template <typename Saved, typename Out>
 __global__ void bias_grad_partials_kernel(const float* dz, Activation kind, const Saved* __restrict__ saved, Out* out,
                                           int64_t features, int64_t count, float* __restrict__ partials) {
-    __shared__ float lane_sums[kBiasLanes][kBiasFeatures + 1];
-    const int64_t feature = blockIdx.x * int64_t(kBiasFeatures) + threadIdx.x;
+    const int64_t feature = blockIdx.x * int64_t(kPartialColumns) + threadIdx.x;
     const int64_t chunk = blockIdx.y;
-    const int64_t first = count * chunk / kBiasSampleChunks, end = count * (chunk + 1) / kBiasSampleChunks;
-    float sum = 0.0f;
+    const int64_t end = chunk_begin(count, chunk + 1, kBiasSampleChunks);
+    float sum[1] = {0.0f};
     if (feature < features)
 #pragma unroll 4
-        for (int64_t c = first + threadIdx.y; c < end; c += kBiasLanes) {
+        for (int64_t c = chunk_begin(count, chunk, kBiasSampleChunks) + threadIdx.y; c < end; c += kPartialLanes) {
             const int64_t i = c * features + feature;
             float value = dz[i];
             if (saved != nullptr) value = activation_gradient(kind, value, load_as_float(saved[i]));
@@ -109,15 +105,10 @@ __global__ void bias_grad_partials_kernel(const float* dz, Activation kind, cons
                 out[i] = stored;
                 value = load_as_float(stored);
             }
-            sum += value;
+            sum[0] += value;
         }
-    lane_sums[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y == 0 && feature < features) {
-        float total = 0.0f;
-        for (int lane = 0; lane < kBiasLanes; ++lane) total += lane_sums[lane][threadIdx.x];
-        partials[chunk * features + feature] = total;
-    }
+    add_lanes_in_order(sum);
+    if (threadIdx.y == 0 && feature < features) partials[chunk * features + feature] = sum[0];
 }
 
 __global__ void bias_grad_sum_kernel(const float* __restrict__ partials, int64_t features, float* __restrict__ grad_bias,
@@ -176,8 +167,8 @@ void activation_backward(Activation kind, void* grad, StorageType grad_type, con
 void bias_grad(const float* dz, int64_t features, int64_t count, const ActivationInBiasPass* activation, void* out,
                StorageType out_type, float* partials, float* grad_bias, bool accumulate, cudaStream_t stream) {
     if (features == 0) return;
-    const dim3 block(kBiasFeatures, kBiasLanes);
-    const dim3 grid(static_cast<unsigned>((features + kBiasFeatures - 1) / kBiasFeatures),
+    const dim3 block(kPartialColumns, kPartialLanes);
+    const dim3 grid(static_cast<unsigned>((features + kPartialColumns - 1) / kPartialColumns),
                     static_cast<unsigned>(kBiasSampleChunks));
     const Activation kind = activation != nullptr ? activation->kind : Activation::relu;
     const void* saved = activation != nullptr ? activation->saved : nullptr;

@@ -4,6 +4,7 @@
 // neither scheduling nor the GPU's size.
 #include <algorithm>
 
+#include "backend/cuda/column_partials.cuh"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/gpt_kernels.hpp"
 #include "backend/cuda/storage_types.cuh"
@@ -15,8 +16,6 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;  // one warp per row
 constexpr int kColumnThreads = 256;
-constexpr int kParamColumns = 32;  // the parameter partial sums' block: 32 columns x 8 row lanes
-constexpr int kParamLanes = 8;
 // As nn/layernorm.cpp's kRowChunks, so the planner's scratch (layernorm_backward_scratch_floats)
 // holds the partial sums.
 constexpr int64_t kRowChunks = kLayerNormRowChunks;
@@ -113,37 +112,30 @@ __global__ void layernorm_input_grad_kernel(const float* dout, const X* __restri
     }
 }
 
-// Block (32 columns, chunk of rows): its 8 thread rows take every 8th row of the chunk, and their
-// sums are added in a fixed order. One thread per column and chunk instead (C x 64 threads, 768
-// warps for C = 384 on an H200's 132 SMs) left each waiting on its loads.
+// The parameter gradients' first pass (column_partials.cuh): block (32 columns, chunk of rows).
+// One thread per column and chunk instead (C x 64 threads, 768 warps for C = 384 on an H200's
+// 132 SMs) left each waiting on its loads.
 template <typename X>
 __global__ void layernorm_param_partials_kernel(const float* __restrict__ dout, const X* __restrict__ inp,
                                                 const float* __restrict__ mean, const float* __restrict__ rstd,
                                                 int64_t rows, int64_t C, int64_t chunks,
                                                 float* __restrict__ partials) {
-    __shared__ float lane_sums[2][kParamLanes][kParamColumns + 1];
-    const int64_t i = blockIdx.x * int64_t(kParamColumns) + threadIdx.x;
+    const int64_t i = blockIdx.x * int64_t(kPartialColumns) + threadIdx.x;
     const int64_t chunk = blockIdx.y;
-    float sum_w = 0.0f, sum_b = 0.0f;
+    const int64_t end = chunk_begin(rows, chunk + 1, chunks);
+    float sums[2] = {0.0f, 0.0f};  // dweight's, dbias's
     if (i < C)
 #pragma unroll 4
-        for (int64_t r = rows * chunk / chunks + threadIdx.y; r < rows * (chunk + 1) / chunks; r += kParamLanes) {
+        for (int64_t r = chunk_begin(rows, chunk, chunks) + threadIdx.y; r < end; r += kPartialLanes) {
             const float dy = dout[r * C + i];
             const float n = (load_as_float(inp[r * C + i]) - mean[r]) * rstd[r];
-            sum_w += dy * n;
-            sum_b += dy;
+            sums[0] += dy * n;
+            sums[1] += dy;
         }
-    lane_sums[0][threadIdx.y][threadIdx.x] = sum_w;
-    lane_sums[1][threadIdx.y][threadIdx.x] = sum_b;
-    __syncthreads();
+    add_lanes_in_order(sums);
     if (threadIdx.y != 0 || i >= C) return;
-    float total_w = 0.0f, total_b = 0.0f;
-    for (int lane = 0; lane < kParamLanes; ++lane) {
-        total_w += lane_sums[0][lane][threadIdx.x];
-        total_b += lane_sums[1][lane][threadIdx.x];
-    }
-    partials[chunk * 2 * C + i] = total_w;
-    partials[chunk * 2 * C + C + i] = total_b;
+    partials[chunk * 2 * C + i] = sums[0];
+    partials[chunk * 2 * C + C + i] = sums[1];
 }
 
 __global__ void layernorm_param_sum_kernel(const float* __restrict__ partials, int64_t C, int64_t chunks,
@@ -201,8 +193,8 @@ void layernorm_backward(const float* dout, const void* inp, StorageType inp_type
     // The parameter sums read dout first: dinp may overwrite it in place.
     const int64_t chunks = std::min(rows, kRowChunks);
     dispatch_storage(inp_type, [&]<typename X>() {
-        const dim3 grid(static_cast<unsigned>((C + kParamColumns - 1) / kParamColumns), static_cast<unsigned>(chunks));
-        layernorm_param_partials_kernel<X><<<grid, dim3(kParamColumns, kParamLanes), 0, stream>>>(
+        const dim3 grid(static_cast<unsigned>((C + kPartialColumns - 1) / kPartialColumns), static_cast<unsigned>(chunks));
+        layernorm_param_partials_kernel<X><<<grid, dim3(kPartialColumns, kPartialLanes), 0, stream>>>(
             dout, static_cast<const X*>(inp), mean, rstd, rows, C, chunks, scratch);
     });
     TRAINBENCH_CUDA_CHECK_LAUNCH();
