@@ -1,6 +1,7 @@
 #pragma once
 // What the CUDA engine allocates for one EngineSpec, buffer by buffer: the planner's (graph_plan)
-// except the CPU products' packed weights and weight staging, plus what CUDA needs besides.
+// except the CPU products' packed weights and weight staging and the attention probabilities
+// that the tile kernels compute again, plus what CUDA needs besides.
 // Plain C++ computed on the host, so that every build, with CUDA or not, can plan a GPU run
 // (trainbench-cli plan --device cuda); the CUDA engine allocates exactly this list, so plan ==
 // allocation holds by construction.
@@ -56,8 +57,8 @@ struct DevicePlan {
 
 // Whether the CUDA engine keeps attention op `op`'s probabilities (att, its output 1) from the
 // forward to the backward: not where a 16-bit fused attention runs in the tile kernels
-// (attention_in_tile_kernels), whose backward computes them again. Such an att has no buffer of
-// its own on the GPU (inside a checkpointing recompute slot it still counts toward the slot's size).
+// (attention_in_tile_kernels), whose backward computes them again. Such an att has no buffer on
+// the GPU (it is never in a checkpointing recompute slot: nothing reads it in the forward).
 bool attention_keeps_probabilities(const GraphPlan& g, const OpDesc& op);
 
 // The planner's plan as the CUDA engine runs it. Throws Error for a model the CUDA engine has no

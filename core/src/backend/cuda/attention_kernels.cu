@@ -459,16 +459,14 @@ void attention_query_key_gradients(cublasHandle_t blas, const float* qkv, const 
 // ---- 16-bit runs: the products on the tensor cores (see the file comment)
 
 void allow_attention_tile_kernels_shared_memory() {
-    // Above 48 KiB a kernel's dynamic shared memory must be asked for, per kernel (the forward's above T 688, the backward's above 752).
+    // Above 48 KiB a kernel's dynamic shared memory must be asked for, per kernel: the forward's
+    // above T 688, the backward's above 752, so only the kernels for rows of up to 1,024 values
+    // (32 per lane; those for 256 need at most 21 KiB).
     const auto forward = static_cast<int>(forward_tile_shared_bytes(kAttentionTileMaxT));
     const auto backward = static_cast<int>(backward_tile_shared_bytes(kAttentionTileMaxT));
     auto allow = [&]<typename H>() {
-        TRAINBENCH_CUDA_CHECK(cudaFuncSetAttribute(causal_attention_forward_kernel<H, 8>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, forward));
         TRAINBENCH_CUDA_CHECK(cudaFuncSetAttribute(causal_attention_forward_kernel<H, 32>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, forward));
-        TRAINBENCH_CUDA_CHECK(cudaFuncSetAttribute(causal_attention_backward_kernel<H, 8>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, backward));
         TRAINBENCH_CUDA_CHECK(cudaFuncSetAttribute(causal_attention_backward_kernel<H, 32>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, backward));
     };

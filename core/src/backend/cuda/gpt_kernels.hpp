@@ -46,6 +46,10 @@ void attention_forward(cublasHandle_t blas, const float* qkv, float* out, float*
 void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv, const float* att, float* dqkv,
                         float* scratch, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
 
+// Lets the tile kernels have the shared memory a tile of T = kAttentionTileMaxT needs (over the
+// 48 KiB a kernel gets unasked). Once per device, before the first 16-bit attention runs.
+void allow_attention_tile_kernels_shared_memory();
+
 // 16-bit runs (bf16, fp16 as `type`): the products on 16-bit operands with fp32 accumulation,
 // at nn/attention.hpp's rounding points. qkv and out are in their 16-bit storage. Where
 // attention_in_tile_kernels(T, C, n_head), forward and backward are kernels of our own on the
@@ -53,9 +57,6 @@ void attention_backward(cublasHandle_t blas, const float* dout, const float* qkv
 // scores is unused; otherwise att holds the 16-bit probabilities, and scores ([B, H, T, T] fp32,
 // the start of the attention scratch) the raw q k^T of cuBLAS's products before the softmax
 // rounds it into att.
-// Lets the tile kernels have the shared memory a tile of T = kAttentionTileMaxT needs (over the
-// 48 KiB a kernel gets unasked). Once per device, before the first 16-bit attention runs.
-void allow_attention_tile_kernels_shared_memory();
 void attention_forward_16bit(cublasHandle_t blas, const void* qkv, void* out, void* att, float* scores,
                              StorageType type, int64_t B, int64_t T, int64_t C, int64_t n_head, cudaStream_t stream);
 // Scratch: attention_16bit_scratch_floats(B, T, C, n_head) floats (plan/cuda_buffer_sizes.hpp).
