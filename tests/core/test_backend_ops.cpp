@@ -15,6 +15,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend_support.hpp"
@@ -39,6 +40,7 @@ constexpr int64_t kVocab = 11;
 // Appends parameters, tensors and ops to a one-op model.
 struct OneOpModel {
     ModelDesc m;
+    int64_t rows = kRows;  // rows per sample of every op
     int param(const std::string& name, std::vector<int64_t> shape) {
         const InitRule init = shape.size() == 1 ? InitRule::uniform : InitRule::normal;
         m.params.push_back({name, std::move(shape), true, init, 0.3f, {}});
@@ -54,12 +56,12 @@ struct OneOpModel {
         o.inputs = std::move(in);
         o.outputs = std::move(out);
         o.params = std::move(params);
-        o.rows_per_sample = kRows;
+        o.rows_per_sample = rows;
         m.ops.push_back(o);
         return m.ops.back();
     }
     int linear(const std::string& name, int x, int64_t in, int64_t out) {
-        const int y = tensor(name + ".out", kRows * out);
+        const int y = tensor(name + ".out", rows * out);
         op(OpKind::linear, {x}, {y}, {param(name + ".weight", {out, in}), param(name + ".bias", {out})});
         return y;
     }
@@ -119,21 +121,25 @@ std::vector<Case> cases() {
                        b.op(OpKind::residual_add, {fed, normed}, {y}, {});
                        return y;
                    })});
-    // Attention reads q, k and v side by side: the feeding Linear gives 3 x the width.
-    {
+    // Attention reads q, k and v side by side: the feeding Linear gives 3 x the width. Head size
+    // 4 and 5 rows take cuBLAS's products on CUDA; head size 16 and 32 rows (two 16-query tiles)
+    // the 16-bit tile kernels (plan/cuda_buffer_sizes.hpp, attention_in_tile_kernels).
+    for (const auto& [name, rows, width] : {std::tuple{"attention", kRows, kWidth},
+                                            std::tuple{"attention in 16 x 16 tiles", int64_t{32}, int64_t{32}}}) {
         OneOpModel b;
+        b.rows = rows;
         b.m.family = ModelFamily::mlp;
-        b.m.summary = "attention";
-        b.m.input_per_sample = kRows * kFeatures;
-        b.m.loss_terms_per_sample = kRows;
+        b.m.summary = name;
+        b.m.input_per_sample = rows * kFeatures;
+        b.m.loss_terms_per_sample = rows;
         b.m.classes = kClasses;
-        const int x = b.tensor("x", kRows * kFeatures);
-        const int qkv = b.linear("qkv", x, kFeatures, 3 * kWidth);
-        const int y = b.tensor("attn.y", kRows * kWidth);
-        const int probabilities = b.tensor("attn.probabilities", kHeads * kRows * kRows);
+        const int x = b.tensor("x", rows * kFeatures);
+        const int qkv = b.linear("qkv", x, kFeatures, 3 * width);
+        const int y = b.tensor("attn.y", rows * width);
+        const int probabilities = b.tensor("attn.probabilities", kHeads * rows * rows);
         b.op(OpKind::attention, {qkv}, {y, probabilities}, {}).heads = kHeads;
-        b.head(y, kWidth);
-        out.push_back({"attention", b.m});
+        b.head(y, width);
+        out.push_back({name, b.m});
     }
     // The embedding reads tokens: a token model, its loss a next-token one.
     {
