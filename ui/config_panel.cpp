@@ -272,6 +272,7 @@ void ConfigPanel::updateDerivedText(const RunConfig& c) {
             memory += tr("; fits the %1 budget").arg(q(format_bytes(c.memory_limit_bytes)));
         if (!plan_->auto_fit_note.empty()) memory += QStringLiteral("\n") + q(plan_->auto_fit_note);
         if (const std::string note = checkpointing_note(*plan_); !note.empty()) memory += QStringLiteral("\n") + q(note);
+        if (const std::string note = recomputed_attention_note(*plan_); !note.empty()) memory += QStringLiteral("\n") + q(note);
         if (plan_->fused_traffic_bytes > 0)  // what the Fused kernels setting changes (CPU)
             memory += tr("\nMemory traffic per update: %1 fused, %2 one op at a time")
                           .arg(q(format_bytes(plan_->fused_traffic_bytes)), q(format_bytes(plan_->eager_traffic_bytes)));

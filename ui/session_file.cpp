@@ -55,6 +55,7 @@ QJsonObject plan_to_json(const RunPlan& plan) {
             {"auto_fit_note", QString::fromStdString(plan.auto_fit_note)},
             {"activations_without_checkpointing", static_cast<qint64>(plan.activations_without_checkpointing)},
             {"rebuilt_segments", plan.rebuilt_segments},
+            {"recomputed_attention_bytes", static_cast<qint64>(plan.recomputed_attention_bytes)},
             {"tokens_per_sample", static_cast<qint64>(plan.tokens_per_sample)},
             {"flops_per_sample", plan.flops_per_sample},
             {"peak_flops", plan.peak_flops},
@@ -90,6 +91,7 @@ RunPlan plan_from_json(const QJsonObject& j) {
     // Absent in sessions saved before it was planned: no note.
     plan.activations_without_checkpointing = j["activations_without_checkpointing"].toInteger(-1);
     plan.rebuilt_segments = j["rebuilt_segments"].toInt(0);
+    plan.recomputed_attention_bytes = j["recomputed_attention_bytes"].toInteger(0);  // absent before 2026-11-29: none
     // MFU's terms; absent (0, empty) in sessions saved before MFU was measured.
     plan.tokens_per_sample = j["tokens_per_sample"].toInteger();
     plan.flops_per_sample = j["flops_per_sample"].toDouble();

@@ -183,6 +183,10 @@ int run_plan(const PlanArguments& arguments) {
             j["rebuilt_segments"] = plan.rebuilt_segments;
             j["checkpointing_note"] = checkpointing_note(plan);
         }
+        if (plan.recomputed_attention_bytes > 0) {
+            j["recomputed_attention_bytes"] = plan.recomputed_attention_bytes;
+            j["recomputed_attention_note"] = recomputed_attention_note(plan);
+        }
         if (!plan.stage_planned_bytes.empty()) {
             j["pipeline_stages"] = nlohmann::json::array();
             for (const BytesByCategory& stage : plan.stage_planned_bytes)
@@ -225,6 +229,7 @@ int run_plan(const PlanArguments& arguments) {
     if (budget.fixed_bytes > 0 || (!budget.cuda && config.processes > 1))
         std::printf("  %-16s %12s\n", "needed", format_bytes(needed).c_str());
     if (const std::string note = checkpointing_note(plan); !note.empty()) std::printf("%s\n", note.c_str());
+    if (const std::string note = recomputed_attention_note(plan); !note.empty()) std::printf("%s\n", note.c_str());
     std::printf("device: %s%s\n", budget.description.c_str(), device_memory > 0 ? " (--device-memory)" : "");
     if (!judged) {
         std::printf("fits: unknown; give --device-memory (e.g. 24GiB) to check\n");

@@ -89,6 +89,7 @@ void ProgressDisplay::start(const RunPlan& plan) {
                  plan.pipeline_stages > 1 ? " of process 0 (stage 1)" : plan.processes > 1 ? " per process" : "",
                  format_bytes(plan.planned_total()).c_str(), categories.c_str());
     if (const std::string note = checkpointing_note(plan); !note.empty()) std::fprintf(out_, "%s\n", note.c_str());
+    if (const std::string note = recomputed_attention_note(plan); !note.empty()) std::fprintf(out_, "%s\n", note.c_str());
     if (!plan.products.empty()) std::fprintf(out_, "matrix products: %s\n", plan.products.c_str());
     if (plan.fused_traffic_bytes > 0)
         std::fprintf(out_, "memory traffic per update: %s with fused kernels (--fused on), %s one op at a time (--fused off)\n",

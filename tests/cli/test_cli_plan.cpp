@@ -164,6 +164,28 @@ private slots:
         QVERIFY2(text.out.contains("does not fit: needs"), qPrintable(text.out));  // the context (608 MiB) and cuBLAS's 32 MiB workspace
     }
 
+    // A 16-bit CUDA plan whose attention runs in the tile kernels (head size 16) says what not
+    // keeping the probabilities saves: 2 layers x 8 samples (the micro-batch) x 2 heads x 16 x 16
+    // positions x 2 bytes. Where the probabilities are kept (fp32, the CPU) it says nothing.
+    void cuda_plan_says_what_recomputing_attention_saves() {
+        const QStringList cuda_bf16 = small_gpt() + QStringList{"--device", "cuda", "--precision", "bf16"};
+        const QJsonObject plan = plan_json(cuda_bf16);
+        QVERIFY(!plan.isEmpty());
+        QCOMPARE(plan["recomputed_attention_bytes"].toInteger(), qint64(2 * 8 * 2 * 16 * 16 * 2));
+        QVERIFY2(plan["recomputed_attention_note"].toString().contains("computed again in the backward"),
+                 qPrintable(plan["recomputed_attention_note"].toString()));
+        for (const QStringList& kept : {small_gpt() + QStringList{"--device", "cuda"},
+                                        small_gpt() + QStringList{"--precision", "bf16"}}) {
+            const QJsonObject other = plan_json(kept);
+            QVERIFY(!other.isEmpty());
+            QVERIFY2(!other.contains("recomputed_attention_bytes"), qPrintable(kept.join(' ')));
+        }
+        const CliRun text = run_cli(QStringList{"plan"} + cuda_bf16);
+        QVERIFY2(text.exit_code == 0, CLI_DIAGNOSTICS(text));
+        QVERIFY2(text.out.contains("attention: the probabilities (16 KiB) are computed again in the backward"),
+                 qPrintable(text.out));
+    }
+
     // With a GPU, the CUDA plan is what a CUDA run's allocator then holds.
     void cuda_plan_equals_the_gpus_allocator_peak() {
         const CliRun devices = run_cli({"devices"});

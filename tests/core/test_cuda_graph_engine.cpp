@@ -62,14 +62,7 @@ EngineSpec gpt_spec(const GptShape& shape, int64_t micro_batch = B, bool checkpo
 // The bytes of the probabilities (att) that the CUDA plan gives no buffer to because the
 // attention's tile kernels compute them again (cuda::attention_keeps_probabilities).
 int64_t unkept_probability_bytes(const EngineSpec& spec) {
-    const GraphPlan g = cuda::plan_cuda_graph(spec);
-    int64_t bytes = 0;
-    for (const OpDesc& op : g.model.ops) {
-        if (op.kind != OpKind::attention || cuda::attention_keeps_probabilities(g, op)) continue;
-        const auto att = static_cast<size_t>(op.outputs[1]);
-        bytes += cuda::allocation_bytes(g.tensor_elements[att] * g.element_bytes(op.outputs[1]));
-    }
-    return bytes;
+    return cuda::recomputed_probability_bytes(cuda::plan_cuda_graph(spec));
 }
 
 // Token windows of T inputs and their T next-token targets, one after another.

@@ -156,6 +156,7 @@ private slots:
         sent.auto_fit_note = "step_size 4 fits";
         sent.activations_without_checkpointing = 12345;
         sent.rebuilt_segments = 3;
+        sent.recomputed_attention_bytes = 16384;
         sent.flops_per_sample = 1.25e7;
         sent.peak_flops = 6.98301e10;
         sent.peak_source = "measured \"here\"";
@@ -179,6 +180,7 @@ private slots:
         QCOMPARE(p.auto_fit_note, sent.auto_fit_note);
         QCOMPARE(p.activations_without_checkpointing, sent.activations_without_checkpointing);
         QCOMPARE(p.rebuilt_segments, sent.rebuilt_segments);
+        QCOMPARE(p.recomputed_attention_bytes, sent.recomputed_attention_bytes);
         QCOMPARE(p.flops_per_sample, sent.flops_per_sample);
         QCOMPARE(p.peak_flops, sent.peak_flops);
         QCOMPARE(p.peak_source, sent.peak_source);

@@ -48,6 +48,9 @@ struct RunPlan {
     // how many segments rerun their forward in every backward; -1 and 0 without checkpointing.
     int64_t activations_without_checkpointing = -1;
     int rebuilt_segments = 0;
+    // On CUDA in 16 bits: the attention probabilities that the tile kernels compute again in the
+    // backward instead of keeping them from the forward (the CPU engine keeps them); 0 otherwise.
+    int64_t recomputed_attention_bytes = 0;
     // What the CPU engine multiplies with (--cpu-products made concrete for this CPU and
     // precision): "oneDNN bf16 (avx512_core_amx)", "Eigen fp32", ...; empty on CUDA.
     std::string products;
@@ -77,6 +80,11 @@ int64_t largest_micro_batch(int64_t batch, int64_t step_size, int64_t processes)
 // second forward pass of 3 segments in every backward", or that it frees nothing here (and whether
 // it still recomputes); empty without checkpointing. A pipeline's figures are its first stage's.
 std::string checkpointing_note(const RunPlan& plan);
+
+// Where the GPU computes the attention probabilities again instead of keeping them, one line on
+// what that saves: "attention: the probabilities (288 MiB) are computed again in the backward
+// instead of kept (the CPU engine keeps them)"; empty otherwise.
+std::string recomputed_attention_note(const RunPlan& plan);
 
 // QLoRA: ", 786432 in 4-bit NF4 at 4.13 bits each" for the plan's parameters line;
 // empty without an NF4 base.

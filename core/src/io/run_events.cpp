@@ -37,6 +37,7 @@ void each_plan_member(Plan& p, Visit&& visit) {
     visit("auto_fit_note", p.auto_fit_note);
     visit("activations_without_checkpointing", p.activations_without_checkpointing);
     visit("rebuilt_segments", p.rebuilt_segments);
+    visit("recomputed_attention_bytes", p.recomputed_attention_bytes);
     visit("fused_traffic_bytes", p.fused_traffic_bytes);
     visit("eager_traffic_bytes", p.eager_traffic_bytes);
     visit("flops_per_sample", p.flops_per_sample);

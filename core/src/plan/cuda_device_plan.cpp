@@ -45,6 +45,16 @@ bool attention_keeps_probabilities(const GraphPlan& g, const OpDesc& op) {
     return !(g.attention_in_storage(op) && attention_in_tile_kernels(op.rows_per_sample, C, op.heads));
 }
 
+int64_t recomputed_probability_bytes(const GraphPlan& g) {
+    int64_t bytes = 0;
+    for (const OpDesc& op : g.model.ops) {
+        if (op.kind != OpKind::attention || attention_keeps_probabilities(g, op)) continue;
+        const auto att = static_cast<size_t>(op.outputs[1]);
+        bytes += allocation_bytes(g.tensor_elements[att] * g.element_bytes(op.outputs[1]));
+    }
+    return bytes;
+}
+
 DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& g) {
     DevicePlan plan;
     const ModelDesc& m = g.model;

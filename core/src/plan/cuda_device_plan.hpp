@@ -61,6 +61,10 @@ struct DevicePlan {
 // the GPU (it is never in a checkpointing recompute slot: nothing reads it in the forward).
 bool attention_keeps_probabilities(const GraphPlan& g, const OpDesc& op);
 
+// The bytes of every att that attention_keeps_probabilities says the GPU does not keep: what the
+// tile kernels save against keeping them, as the CPU engine does.
+int64_t recomputed_probability_bytes(const GraphPlan& g);
+
 // The planner's plan as the CUDA engine runs it. Throws Error for a model the CUDA engine has no
 // kernels for (backend/backend_support.hpp).
 GraphPlan plan_cuda_graph(const EngineSpec& spec);

@@ -122,6 +122,12 @@ std::string checkpointing_note(const RunPlan& plan) {
            ", while every backward reruns the forward of " + rebuilt + ": here it only costs time";
 }
 
+std::string recomputed_attention_note(const RunPlan& plan) {
+    if (plan.recomputed_attention_bytes <= 0) return {};
+    return "attention: the probabilities (" + format_bytes(plan.recomputed_attention_bytes) +
+           ") are computed again in the backward instead of kept (the CPU engine keeps them)";
+}
+
 RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     validate(requested);
     RunConfig config = requested;
@@ -170,6 +176,7 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     plan.flops_per_sample = config.pipeline_stages > 1 ? build_model(config, data).training_flops_per_sample
                                                        : spec.model.training_flops_per_sample;
     plan.planned_bytes = plan_engine_memory(config, spec);
+    if (is_cuda_device(config.device)) plan.recomputed_attention_bytes = cuda::recomputed_probability_bytes(cuda::plan_cuda_graph(spec));
     if (config.gradient_checkpointing) {
         RunConfig without = config;
         without.gradient_checkpointing = false;
