@@ -412,7 +412,8 @@ if wants sanitize; then
     bf16_preload=(--hidden 64,64 --precision bf16 --preload-device --optimizer adam)
     fp32_copies=(--hidden 64,64,64,64 --precision fp32 --gradient-checkpointing --activation gelu --optimizer rmsprop)
     fp16_scaled=(--hidden 64,64 --precision fp16 --optimizer sgd --momentum 0.9 --clip-grad-norm 1)
-    # The executor: a GPT in bf16 with checkpointing, accumulation, evaluation and text samples.
+    # The executor: a GPT in bf16 with checkpointing, accumulation, evaluation and text samples;
+    # head size 16 and T 64, so its attention runs in the tile kernels (attention_in_tile_kernels).
     gpt_text
     gpt_short=(train --model gpt --dataset "text:$work/gpt_text.txt" --n-layer 2 --n-head 4 --n-embd 64 --block-size 64
                --batch-size 8 --step-size 2 --max-steps 2 --device cuda --quiet --eval-every 1 --eval-samples 16
