@@ -170,6 +170,8 @@ public:
 BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec);
 // The graph plan it runs (its buffers, recompute slots, write modes).
 GraphPlan plan_cpu_graph(const EngineSpec& spec);
+// Its planned bytes, from the graph plan it runs (plan_cpu_graph(spec)).
+BytesByCategory plan_cpu_engine_memory(const GraphPlan& graph);
 // Bytes its update of `micro_batches` full micro-batches moves through memory (plan/memory_traffic.hpp).
 int64_t plan_cpu_engine_traffic(const EngineSpec& spec, int64_t micro_batches);
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);
@@ -177,6 +179,8 @@ std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);
 // The CUDA engine's planned bytes by category, exactly what it allocates
 // (plan/cuda_device_plan.hpp): computed on the host, in every build, GPU or not.
 BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec);
+// The same, from the graph plan it runs (cuda::plan_cuda_graph(spec)).
+BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec, const GraphPlan& graph);
 #ifdef TRAINBENCH_WITH_CUDA
 std::unique_ptr<ComputeEngine> make_cuda_engine(const EngineSpec& spec);
 #endif

@@ -45,13 +45,22 @@ bool attention_keeps_probabilities(const GraphPlan& g, const OpDesc& op) {
     return !(g.attention_in_storage(op) && attention_in_tile_kernels(op.rows_per_sample, C, op.heads));
 }
 
+namespace {
+
+// The tensor index of every att that attention_keeps_probabilities says the GPU does not keep.
+std::vector<int> unkept_probabilities(const GraphPlan& g) {
+    std::vector<int> att;
+    for (const OpDesc& op : g.model.ops)
+        if (op.kind == OpKind::attention && !attention_keeps_probabilities(g, op)) att.push_back(op.outputs[1]);
+    return att;
+}
+
+}  // namespace
+
 int64_t recomputed_probability_bytes(const GraphPlan& g) {
     int64_t bytes = 0;
-    for (const OpDesc& op : g.model.ops) {
-        if (op.kind != OpKind::attention || attention_keeps_probabilities(g, op)) continue;
-        const auto att = static_cast<size_t>(op.outputs[1]);
-        bytes += allocation_bytes(g.tensor_elements[att] * g.element_bytes(op.outputs[1]));
-    }
+    for (const int att : unkept_probabilities(g))
+        bytes += allocation_bytes(g.tensor_elements[static_cast<size_t>(att)] * g.element_bytes(att));
     return bytes;
 }
 
@@ -59,8 +68,7 @@ DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& g) {
     DevicePlan plan;
     const ModelDesc& m = g.model;
     std::vector<char> unkept(m.tensors.size(), 0);
-    for (const OpDesc& op : m.ops)
-        if (op.kind == OpKind::attention && !attention_keeps_probabilities(g, op)) unkept[static_cast<size_t>(op.outputs[1])] = 1;
+    for (const int att : unkept_probabilities(g)) unkept[static_cast<size_t>(att)] = 1;
     // The planner's buffers but the CPU products' and the probabilities computed again (see the
     // file comment).
     for (size_t i = 0; i < g.buffers.size(); ++i) {
@@ -133,7 +141,11 @@ DevicePlan make_device_plan(const EngineSpec& spec, const GraphPlan& g) {
 }  // namespace cuda
 
 BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec) {
-    return cuda::make_device_plan(spec, cuda::plan_cuda_graph(spec)).bytes();
+    return plan_cuda_engine_memory(spec, cuda::plan_cuda_graph(spec));
+}
+
+BytesByCategory plan_cuda_engine_memory(const EngineSpec& spec, const GraphPlan& graph) {
+    return cuda::make_device_plan(spec, graph).bytes();
 }
 
 }  // namespace trainbench

@@ -7,6 +7,7 @@
 #include "backend/backend_support.hpp"
 #include "model/build_model.hpp"
 #include "model/pipeline_stages.hpp"
+#include "plan/cuda_device_plan.hpp"
 #include "parallel/pipeline_schedule.hpp"
 #include "parallel/shard_range.hpp"
 #include "trainbench/error.hpp"
@@ -99,8 +100,16 @@ namespace {
 }
 }  // namespace
 
+GraphPlan plan_engine_graph(const RunConfig& config, const EngineSpec& spec) {
+    return is_cuda_device(config.device) ? cuda::plan_cuda_graph(spec) : plan_cpu_graph(spec);
+}
+
 BytesByCategory plan_engine_memory(const RunConfig& config, const EngineSpec& spec) {
     return is_cuda_device(config.device) ? plan_cuda_engine_memory(spec) : plan_cpu_engine_memory(spec);
+}
+
+BytesByCategory plan_engine_memory(const RunConfig& config, const EngineSpec& spec, const GraphPlan& graph) {
+    return is_cuda_device(config.device) ? plan_cuda_engine_memory(spec, graph) : plan_cpu_engine_memory(graph);
 }
 
 std::unique_ptr<ComputeEngine> make_engine(const RunConfig& config, const EngineSpec& spec) {

@@ -12,8 +12,12 @@ namespace trainbench {
 EngineSpec make_engine_spec(const RunConfig& config, const Dataset& data, int64_t micro_batch, int process = -1);
 bool is_cuda_device(const std::string& device);
 int cuda_device_index(const std::string& device);
+// The graph plan the chosen backend runs for `spec`.
+GraphPlan plan_engine_graph(const RunConfig& config, const EngineSpec& spec);
 // Bytes by category the chosen backend will hold at the peak of an update.
 BytesByCategory plan_engine_memory(const RunConfig& config, const EngineSpec& spec);
+// The same, from the graph plan it runs (plan_engine_graph(config, spec)).
+BytesByCategory plan_engine_memory(const RunConfig& config, const EngineSpec& spec, const GraphPlan& graph);
 std::unique_ptr<ComputeEngine> make_engine(const RunConfig& config, const EngineSpec& spec);
 
 }  // namespace trainbench

@@ -175,14 +175,15 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
     // A pipeline stage's model is its part; MFU counts the whole model's FLOPs.
     plan.flops_per_sample = config.pipeline_stages > 1 ? build_model(config, data).training_flops_per_sample
                                                        : spec.model.training_flops_per_sample;
-    plan.planned_bytes = plan_engine_memory(config, spec);
-    if (is_cuda_device(config.device)) plan.recomputed_attention_bytes = cuda::recomputed_probability_bytes(cuda::plan_cuda_graph(spec));
+    const GraphPlan graph = plan_engine_graph(config, spec);
+    plan.planned_bytes = plan_engine_memory(config, spec, graph);
+    if (is_cuda_device(config.device)) plan.recomputed_attention_bytes = cuda::recomputed_probability_bytes(graph);
     if (config.gradient_checkpointing) {
         RunConfig without = config;
         without.gradient_checkpointing = false;
         plan.activations_without_checkpointing = plan_engine_memory(
             without, make_engine_spec(without, data, plan.micro_batch))[static_cast<size_t>(MemoryCategory::activations)];
-        plan.rebuilt_segments = rebuilt_segments(is_cuda_device(config.device) ? cuda::plan_cuda_graph(spec) : plan_cpu_graph(spec));
+        plan.rebuilt_segments = rebuilt_segments(graph);
     }
     for (int stage = 0; config.pipeline_stages > 1 && stage < config.pipeline_stages; ++stage)
         plan.stage_planned_bytes.push_back(plan_engine_memory(config, make_engine_spec(config, data, plan.micro_batch, stage)));

@@ -1075,7 +1075,8 @@ private:
 
 }  // namespace
 
-BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec) { return plan_for(spec).planned_bytes(); }
+BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec) { return plan_cpu_engine_memory(plan_for(spec)); }
+BytesByCategory plan_cpu_engine_memory(const GraphPlan& graph) { return graph.planned_bytes(); }
 GraphPlan plan_cpu_graph(const EngineSpec& spec) { return plan_for(spec); }
 
 int64_t plan_cpu_engine_traffic(const EngineSpec& spec, int64_t micro_batches) {
