@@ -77,7 +77,9 @@ __global__ void causal_softmax_backward_kernel(const float* __restrict__ att, fl
 
 // One row of causal_softmax_16bit_kernel through a warp, each lane holding its values of the row
 // in registers (T <= 32 * PerLane): the scores a[j] (j <= t) are read once and each exponential
-// is computed once; the probabilities are stored rounded into p[0, T).
+// is computed once; the probabilities are stored rounded into p[0, T). The scaled score is a
+// rounded product (__fmul_rn) before max_score is subtracted, as the CPU engine stores it: a plain
+// `*` there would let nvcc fuse the product and the subtraction into one FMA.
 template <typename H, int PerLane>
 __device__ __forceinline__ void softmax_row_in_registers(const float* a, H* p, int64_t t, int64_t T, float scale,
                                                          int lane) {
@@ -87,14 +89,14 @@ __device__ __forceinline__ void softmax_row_in_registers(const float* a, H* p, i
     for (int k = 0; k < PerLane; ++k) {
         const int64_t j = lane + 32 * k;
         value[k] = j <= t ? a[j] : 0.0f;
-        if (j <= t) max_score = fmaxf(max_score, value[k] * scale);
+        if (j <= t) max_score = fmaxf(max_score, __fmul_rn(value[k], scale));
     }
     max_score = warp_max(max_score);
     double sum = 0.0;
 #pragma unroll
     for (int k = 0; k < PerLane; ++k)
         if (lane + 32 * k <= t) {
-            value[k] = expf(value[k] * scale - max_score);
+            value[k] = expf(__fmul_rn(value[k], scale) - max_score);
             sum += value[k];
         }
     const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
@@ -144,13 +146,13 @@ __global__ void causal_softmax_16bit_kernel(const float* __restrict__ scores, H*
     H* p = att + row * T;
     if constexpr (PerLane == 0) {
         float max_score = -INFINITY;
-        for (int64_t j = lane; j <= t; j += 32) max_score = fmaxf(max_score, a[j] * scale);
+        for (int64_t j = lane; j <= t; j += 32) max_score = fmaxf(max_score, __fmul_rn(a[j], scale));
         max_score = warp_max(max_score);
         double sum = 0.0;
-        for (int64_t j = lane; j <= t; j += 32) sum += expf(a[j] * scale - max_score);
+        for (int64_t j = lane; j <= t; j += 32) sum += expf(__fmul_rn(a[j], scale) - max_score);
         const float inv_sum = static_cast<float>(1.0 / warp_sum(sum));
         for (int64_t j = lane; j < T; j += 32)
-            p[j] = store_from_float<H>(j <= t ? expf(a[j] * scale - max_score) * inv_sum : 0.0f);
+            p[j] = store_from_float<H>(j <= t ? expf(__fmul_rn(a[j], scale) - max_score) * inv_sum : 0.0f);
     } else {
         softmax_row_in_registers<H, PerLane>(a, p, t, T, scale, lane);
     }
@@ -219,7 +221,8 @@ __device__ __forceinline__ void causal_tile_products(const H* x, int64_t ldx, co
 template <typename H, int PerLane>
 __global__ void causal_attention_forward_kernel(const H* __restrict__ qkv, H* __restrict__ out, int64_t T,
                                                 int64_t C, int64_t n_head, float scale) {
-    extern __shared__ float shared[];  // scores [kScoreTile][T + 4], then a 16 x 16 tile per warp
+    // scores [kScoreTile][T + 4], then a 16 x 16 tile per warp; 32-byte aligned for wmma
+    extern __shared__ __align__(32) float shared[];
     const int64_t stride = T + 4;      // a multiple of 4 floats, as wmma's stores want
     float* scores = shared;
     float* staging = shared + kScoreTile * stride + (threadIdx.x / 32) * kScoreTile * kScoreTile;
@@ -271,7 +274,7 @@ template <typename H, int PerLane>
 __global__ void causal_attention_backward_kernel(const H* __restrict__ dout, const H* __restrict__ qkv,
                                                  H* __restrict__ p, H* __restrict__ ds, int64_t T, int64_t C,
                                                  int64_t n_head, int64_t head, float scale) {
-    extern __shared__ float rows[];  // [kScoreTile][T + 4]: the scores, then G
+    extern __shared__ __align__(32) float rows[];  // [kScoreTile][T + 4]: the scores, then G (wmma: 32-byte aligned)
     const int64_t stride = T + 4;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t tile = blockIdx.x, b = blockIdx.y;
