@@ -669,7 +669,9 @@ private:
                 // A 16-bit product's operands are 16-bit: its output gradient is rounded into
                 // output staging 0 (free in the backward), as the CPU rounds it in place. Where
                 // there is a bias, that is done in the bias gradient's pass, which also applies
-                // the backward of the activation fused after this op (fp32: in place).
+                // the backward of the activation fused after this op (fp32: in place; 16-bit: into
+                // the staging alone, so dout keeps the activation's output gradient, which nothing
+                // reads after this op).
                 const bool sixteen = plan_.sixteen_bit();
                 const StorageType dz_type = sixteen ? storage_type_for(plan_.precision) : StorageType::f32;
                 void* dz = sixteen ? buffers_.output_staging[0] : dout;

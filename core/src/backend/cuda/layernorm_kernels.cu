@@ -1,7 +1,7 @@
-// LayerNorm forward and backward with the arithmetic of nn/layernorm.cpp: per-row statistics
-// summed in double, the parameter gradients summed over fixed chunks of rows (within a chunk in 8
-// interleaved lanes, added in order) and then over the chunks in order, so the result depends on
-// neither scheduling nor the GPU's size.
+// LayerNorm forward and backward with the per-row arithmetic of nn/layernorm.cpp (statistics
+// summed in double). The parameter gradients are summed over fixed chunks of rows (within a chunk
+// in 8 interleaved lanes, added in order; the CPU adds a chunk's rows one after another) and then
+// over the chunks in order, so the result depends on neither scheduling nor the GPU's size.
 #include <algorithm>
 
 #include "backend/cuda/column_partials.cuh"
