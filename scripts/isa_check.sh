@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Compiles the CPU code written for one instruction set under the others. The build is native
+# (-march=native), so code behind __AVX512F__ is compiled only on AVX-512 machines and code
+# behind __AVX2__ (or the scalar fallback) only where AVX-512 is absent: a session on one kind
+# of CPU could break another kind's path without a compiler ever seeing it. This stage compiles
+# every translation unit that reads such code, as the build compiles it (its command from
+# BUILD/compile_commands.json) but for each of
+#   x86-64-v2   no AVX: the scalar fallbacks
+#   x86-64-v3   AVX2, FMA, F16C: the AVX2 paths (AMD Zen 3 and such)
+#   x86-64-v4   AVX-512 F/BW/DQ/VL with AVX512_BF16: the AVX-512 paths (AMD Zen 4/5, Intel
+#               Cooper Lake and later)
+# and fails when one does not compile. Nothing is run (this CPU may lack the instructions); the
+# tests on each kind of CPU run the path it has.
+#
+#   ./scripts/isa_check.sh [BUILD_DIR]    default build/, configured and built by setup.sh
+#
+# Environment: JOBS (default: all cores).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="$(cd "${1:-$root/build}" && pwd)"
+jobs="${JOBS:-$(nproc)}"
+commands="$build_dir/compile_commands.json"
+[ -f "$commands" ] || {
+  echo "isa_check: $commands is missing: build first (./scripts/setup.sh build)" >&2
+  exit 2
+}
+isas=("x86-64-v2" "x86-64-v3" "x86-64-v4 -mavx512bf16")
+
+say() { printf '\n== [%4ds] isa: %s\n' "$SECONDS" "$*"; }
+
+# The project's files that choose code by instruction set.
+mapfile -t isa_files < <(cd "$root" && grep -rlE '__(AVX512F|AVX2|F16C)__' core/src tests bench app ui 2> /dev/null | sort)
+[ ${#isa_files[@]} -gt 0 ] || {
+  echo "isa_check: no source chooses code by instruction set; nothing to check" >&2
+  exit 0
+}
+
+# compile_commands.json as CMake writes it: one "directory", "command", "file" line per entry.
+# A translation unit is checked when its dependency file (OBJECT.d, written by the build) names
+# one of those files; a source built into several targets is checked once.
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+declare -A seen=()
+units=0
+directory=""
+command=""
+while IFS= read -r line; do
+  case "$line" in
+    *'"directory": "'*) directory="${line#*\"directory\": \"}" directory="${directory%\",}" ;;
+    *'"command": "'*) command="${line#*\"command\": \"}" command="${command%\",}" ;;
+    *'"file": "'*)
+      file="${line#*\"file\": \"}"
+      file="${file%\"*}"
+      [[ "$file" == *.cpp ]] || continue
+      [ -z "${seen[$file]:-}" ] || continue
+      [[ "$command" =~ \ -o\ ([^ ]+)\  ]] || continue
+      depfile="$directory/${BASH_REMATCH[1]}.d"
+      [ -f "$depfile" ] || continue
+      reads=0
+      for f in "${isa_files[@]}"; do
+        if grep -qF "$root/$f" "$depfile"; then
+          reads=1
+          break
+        fi
+      done
+      [ $reads = 1 ] || continue
+      seen[$file]=1
+      # JSON's escapes back to the shell's command line.
+      command="${command//\\\"/\"}"
+      command="${command//\\\\/\\}"
+      units=$((units + 1))
+      for i in "${!isas[@]}"; do
+        out="$work/$i-$units.o"
+        printf '%s\0' "cd '$directory' && ${command/-march=native/-march=${isas[$i]}} -o '$out' > '$out.log' 2>&1 || { echo 'FAILED -march=${isas[$i]}: $file'; cat '$out.log'; }" >> "$work/jobs"
+      done
+      ;;
+  esac
+done < "$commands"
+
+say "${#isa_files[@]} files choose code by instruction set; $units translation units read them; compiling each for ${#isas[@]} instruction sets with $jobs jobs"
+# -o is given twice (the build's, then ours): the last one wins, so the build's objects stay.
+xargs -0 -P "$jobs" -I{} bash -c '{}' < "$work/jobs" > "$work/failures" 2>&1 || true
+if [ -s "$work/failures" ]; then
+  cat "$work/failures"
+  say "failed: the code for another instruction set does not compile"
+  exit 1
+fi
+say "every translation unit compiled for ${isas[*]}"
