@@ -72,7 +72,12 @@ while IFS= read -r line; do
       units=$((units + 1))
       for i in "${!isas[@]}"; do
         out="$work/$i-$units.o"
-        printf '%s\0' "cd '$directory' && ${command/-march=native/-march=${isas[$i]}} -o '$out' > '$out.log' 2>&1 || { echo 'FAILED -march=${isas[$i]}: $file'; cat '$out.log'; }" >> "$work/jobs"
+        # A build configured with -DTRAINBENCH_NATIVE=OFF has no -march: the flag is added.
+        case "$command" in
+          *-march=native*) isa_command="${command/-march=native/-march=${isas[$i]}}" ;;
+          *) isa_command="$command -march=${isas[$i]}" ;;
+        esac
+        printf '%s\0' "cd '$directory' && $isa_command -o '$out' > '$out.log' 2>&1 || { echo 'FAILED -march=${isas[$i]}: $file'; cat '$out.log'; }" >> "$work/jobs"
       done
       ;;
   esac
