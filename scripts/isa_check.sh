@@ -18,7 +18,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build_dir="$(cd "${1:-$root/build}" && pwd)"
+build_dir="${1:-$root/build}"
 jobs="${JOBS:-$(nproc)}"
 commands="$build_dir/compile_commands.json"
 [ -f "$commands" ] || {
@@ -38,7 +38,9 @@ mapfile -t isa_files < <(cd "$root" && grep -rlE '__(AVX512F|AVX2|F16C)__' core/
 
 # compile_commands.json as CMake writes it: one "directory", "command", "file" line per entry.
 # A translation unit is checked when its dependency file (OBJECT.d, written by the build) names
-# one of those files; a source built into several targets is checked once.
+# one of those files; a source built into several targets is checked once. The names are matched
+# as the tail of a path: with ccache's base_dir (scripts/lib/common.sh) the dependency files hold
+# paths relative to the object's folder, without it absolute ones.
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 declare -A seen=()
@@ -59,7 +61,7 @@ while IFS= read -r line; do
       [ -f "$depfile" ] || continue
       reads=0
       for f in "${isa_files[@]}"; do
-        if grep -qF "$root/$f" "$depfile"; then
+        if grep -qE "(^|[ /])${f//./\\.}( |$)" "$depfile"; then
           reads=1
           break
         fi
@@ -83,6 +85,10 @@ while IFS= read -r line; do
   esac
 done < "$commands"
 
+if [ $units = 0 ]; then
+  echo "isa_check: no translation unit in $build_dir reads the ${#isa_files[@]} files that choose code by instruction set: its dependency files (*.o.d) are missing; build first (./scripts/setup.sh build)" >&2
+  exit 1
+fi
 say "${#isa_files[@]} files choose code by instruction set; $units translation units read them; compiling each for ${#isas[@]} instruction sets with $jobs jobs"
 # -o is given twice (the build's, then ours): the last one wins, so the build's objects stay.
 xargs -0 -P "$jobs" -I{} bash -c '{}' < "$work/jobs" > "$work/failures" 2>&1 || true
