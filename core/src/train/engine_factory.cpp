@@ -7,9 +7,9 @@
 #include "backend/backend_support.hpp"
 #include "model/build_model.hpp"
 #include "model/pipeline_stages.hpp"
-#include "plan/cuda_device_plan.hpp"
 #include "parallel/pipeline_schedule.hpp"
 #include "parallel/shard_range.hpp"
+#include "plan/cuda_device_plan.hpp"
 #include "trainbench/error.hpp"
 #include "trainbench/processes.hpp"
 #include "trainbench/trainer.hpp"
@@ -105,7 +105,7 @@ GraphPlan plan_engine_graph(const RunConfig& config, const EngineSpec& spec) {
 }
 
 BytesByCategory plan_engine_memory(const RunConfig& config, const EngineSpec& spec) {
-    return is_cuda_device(config.device) ? plan_cuda_engine_memory(spec) : plan_cpu_engine_memory(spec);
+    return plan_engine_memory(config, spec, plan_engine_graph(config, spec));
 }
 
 BytesByCategory plan_engine_memory(const RunConfig& config, const EngineSpec& spec, const GraphPlan& graph) {
