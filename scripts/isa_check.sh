@@ -29,12 +29,15 @@ isas=("x86-64-v2" "x86-64-v3" "x86-64-v4 -mavx512bf16")
 
 say() { printf '\n== [%4ds] isa: %s\n' "$SECONDS" "$*"; }
 
-# The project's files that choose code by instruction set.
+# The project's files that choose code by instruction set, and one pattern that finds any of them
+# in a dependency file.
 mapfile -t isa_files < <(cd "$root" && grep -rlE '__(AVX512F|AVX2|F16C)__' core/src tests bench app ui 2> /dev/null | sort)
 [ ${#isa_files[@]} -gt 0 ] || {
   echo "isa_check: no source chooses code by instruction set; nothing to check" >&2
   exit 0
 }
+alternatives="$(IFS='|'; echo "${isa_files[*]}")"
+reads_isa_code="(^|[ /])(${alternatives//./\\.})( |$)"
 
 # compile_commands.json as CMake writes it: one "directory", "command", "file" line per entry.
 # A translation unit is checked when its dependency file (OBJECT.d, written by the build) names
@@ -58,15 +61,7 @@ while IFS= read -r line; do
       [ -z "${seen[$file]:-}" ] || continue
       [[ "$command" =~ \ -o\ ([^ ]+)\  ]] || continue
       depfile="$directory/${BASH_REMATCH[1]}.d"
-      [ -f "$depfile" ] || continue
-      reads=0
-      for f in "${isa_files[@]}"; do
-        if grep -qE "(^|[ /])${f//./\\.}( |$)" "$depfile"; then
-          reads=1
-          break
-        fi
-      done
-      [ $reads = 1 ] || continue
+      grep -qsE "$reads_isa_code" "$depfile" || continue  # -s: an object without a dependency file is left out
       seen[$file]=1
       # JSON's escapes back to the shell's command line.
       command="${command//\\\"/\"}"
@@ -74,7 +69,8 @@ while IFS= read -r line; do
       units=$((units + 1))
       for i in "${!isas[@]}"; do
         out="$work/$i-$units.o"
-        # A build configured with -DTRAINBENCH_NATIVE=OFF has no -march: the flag is added.
+        # A build configured with -DTRAINBENCH_NATIVE=OFF has no -march: the flag is added. Our
+        # -o comes after the build's: the last one wins, so the build's objects stay as they are.
         case "$command" in
           *-march=native*) isa_command="${command/-march=native/-march=${isas[$i]}}" ;;
           *) isa_command="$command -march=${isas[$i]}" ;;
@@ -90,7 +86,6 @@ if [ $units = 0 ]; then
   exit 1
 fi
 say "${#isa_files[@]} files choose code by instruction set; $units translation units read them; compiling each for ${#isas[@]} instruction sets with $jobs jobs"
-# -o is given twice (the build's, then ours): the last one wins, so the build's objects stay.
 xargs -0 -P "$jobs" -I{} bash -c '{}' < "$work/jobs" > "$work/failures" 2>&1 || true
 if [ -s "$work/failures" ]; then
   cat "$work/failures"
