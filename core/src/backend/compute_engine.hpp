@@ -172,8 +172,9 @@ BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec);
 GraphPlan plan_cpu_graph(const EngineSpec& spec);
 // Its planned bytes, from the graph plan it runs (plan_cpu_graph(spec)).
 BytesByCategory plan_cpu_engine_memory(const GraphPlan& graph);
-// Bytes its update of `micro_batches` full micro-batches moves through memory (plan/memory_traffic.hpp).
-int64_t plan_cpu_engine_traffic(const EngineSpec& spec, int64_t micro_batches);
+// Bytes its update of `micro_batches` full micro-batches moves through memory (plan/memory_traffic.hpp),
+// from the graph plan it runs (plan_cpu_graph(spec)) and the spec's optimizer.
+int64_t plan_cpu_engine_traffic(const GraphPlan& graph, const OptimizerConfig& optimizer, int64_t micro_batches);
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec);
 
 // The CUDA engine's planned bytes by category, exactly what it allocates

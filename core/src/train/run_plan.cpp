@@ -192,8 +192,8 @@ RunPlan plan_run(const RunConfig& requested, const Dataset& data) {
         plan.products = describe(choose_product_kernel(spec.cpu_products, spec.precision));
         EngineSpec other = spec;
         other.fused = !spec.fused;
-        const int64_t traffic = plan_cpu_engine_traffic(spec, config.step_size);
-        const int64_t other_traffic = plan_cpu_engine_traffic(other, config.step_size);
+        const int64_t traffic = plan_cpu_engine_traffic(graph, spec.optimizer, config.step_size);
+        const int64_t other_traffic = plan_cpu_engine_traffic(plan_cpu_graph(other), other.optimizer, config.step_size);
         plan.fused_traffic_bytes = spec.fused ? traffic : other_traffic;
         plan.eager_traffic_bytes = spec.fused ? other_traffic : traffic;
     }

@@ -1079,8 +1079,8 @@ BytesByCategory plan_cpu_engine_memory(const EngineSpec& spec) { return plan_cpu
 BytesByCategory plan_cpu_engine_memory(const GraphPlan& graph) { return graph.planned_bytes(); }
 GraphPlan plan_cpu_graph(const EngineSpec& spec) { return plan_for(spec); }
 
-int64_t plan_cpu_engine_traffic(const EngineSpec& spec, int64_t micro_batches) {
-    return count_memory_traffic(plan_for(spec), spec.optimizer).per_update(micro_batches);
+int64_t plan_cpu_engine_traffic(const GraphPlan& graph, const OptimizerConfig& optimizer, int64_t micro_batches) {
+    return count_memory_traffic(graph, optimizer).per_update(micro_batches);
 }
 
 std::unique_ptr<ComputeEngine> make_cpu_engine(const EngineSpec& spec) { return std::make_unique<GraphEngine>(spec); }
