@@ -10,7 +10,8 @@
 #   x86-64-v4   AVX-512 F/BW/DQ/VL with AVX512_BF16: the AVX-512 paths (AMD Zen 4/5, Intel
 #               Cooper Lake and later)
 # and fails when one does not compile. Nothing is run (this CPU may lack the instructions); the
-# tests on each kind of CPU run the path it has.
+# tests on each kind of CPU run the path it has. An instruction set that defines the same of the
+# files' macros as -march=native is left out: the build itself compiled that code.
 #
 #   ./scripts/isa_check.sh [BUILD_DIR]    default build/, configured and built by setup.sh
 #
@@ -37,6 +38,29 @@ mapfile -t isa_files < <(cd "$root" && grep -rlE '__(AVX512F|AVX2|F16C)__' core/
   exit 0
 }
 alternatives="$(IFS='|'; echo "${isa_files[*]}")"
+
+# The instruction-set macros those files test, and which of them a -march defines.
+mapfile -t isa_macros < <(cd "$root" && grep -ohE '__(AVX[A-Z0-9_]*|F16C|FMA|SSE[0-9_]*)__' "${isa_files[@]}" | sort -u)
+macros_defined_by() {
+  local defined
+  # shellcheck disable=SC2086 # the -march value may carry a second flag (-mavx512bf16)
+  defined="$(c++ -march=$1 -dM -E -x c++ /dev/null)"
+  local macro
+  for macro in "${isa_macros[@]}"; do
+    grep -qE "^#define $macro( |$)" <<< "$defined" && printf '%s ' "$macro"
+  done
+  echo
+}
+native_macros="$(macros_defined_by native)"
+checked=()
+for isa in "${isas[@]}"; do
+  if [ "$(macros_defined_by "$isa")" = "$native_macros" ]; then
+    say "-march=$isa defines what -march=native does here (${native_macros:-none of them}): the build compiled that code"
+  else
+    checked+=("$isa")
+  fi
+done
+isas=("${checked[@]}")
 reads_isa_code="(^|[ /])(${alternatives//./\\.})( |$)"
 
 # compile_commands.json as CMake writes it: one "directory", "command", "file" line per entry.
