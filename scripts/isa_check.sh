@@ -30,9 +30,11 @@ isas=("x86-64-v2" "x86-64-v3" "x86-64-v4 -mavx512bf16")
 
 say() { printf '\n== [%4ds] isa: %s\n' "$SECONDS" "$*"; }
 
-# The project's files that choose code by instruction set, and one pattern that finds any of them
+# The project's files that choose code by instruction set (they test one of its macros: one
+# pattern, also used below to list the macros they test), and one pattern that finds any of them
 # in a dependency file.
-mapfile -t isa_files < <(cd "$root" && grep -rlE '__(AVX512F|AVX2|F16C)__' core/src tests bench app ui 2> /dev/null | sort)
+isa_macro='__(AVX[A-Z0-9_]*|F16C|FMA|SSE[0-9_]*)__'
+mapfile -t isa_files < <(cd "$root" && grep -rlE "$isa_macro" core/src tests bench app ui 2> /dev/null | sort)
 [ ${#isa_files[@]} -gt 0 ] || {
   echo "isa_check: no source chooses code by instruction set; nothing to check" >&2
   exit 0
@@ -40,7 +42,7 @@ mapfile -t isa_files < <(cd "$root" && grep -rlE '__(AVX512F|AVX2|F16C)__' core/
 alternatives="$(IFS='|'; echo "${isa_files[*]}")"
 
 # The instruction-set macros those files test, and which of them a -march defines.
-mapfile -t isa_macros < <(cd "$root" && grep -ohE '__(AVX[A-Z0-9_]*|F16C|FMA|SSE[0-9_]*)__' "${isa_files[@]}" | sort -u)
+mapfile -t isa_macros < <(cd "$root" && grep -ohE "$isa_macro" "${isa_files[@]}" | sort -u)
 macros_defined_by() {
   local defined
   # shellcheck disable=SC2086 # the -march value may carry a second flag (-mavx512bf16)
