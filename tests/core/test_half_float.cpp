@@ -75,11 +75,13 @@ private slots:
                                                                          .arg(float_bits(values[i]), 8, 16)
                                                                          .arg(bulk[i], 4, 16)
                                                                          .arg(float_to_fp16(values[i]), 4, 16)));
-        std::vector<float> rounded = values;
+        std::vector<float> rounded = values, copied(values.size());
         round_to_16bit(Precision::fp16, rounded.data(), int64_t(rounded.size()));
+        round_to_16bit_serial(Precision::fp16, values.data(), copied.data(), int64_t(values.size()));  // into another array
         for (size_t i = 0; i < values.size(); ++i) {
             const float scalar = fp16_to_float(float_to_fp16(values[i]));
             QVERIFY2(same_bits(&rounded[i], &scalar, 4), qPrintable(QString("0x%1").arg(float_bits(values[i]), 8, 16)));
+            QVERIFY2(same_bits(&copied[i], &scalar, 4), qPrintable(QString("0x%1 copied").arg(float_bits(values[i]), 8, 16)));
         }
     }
 
@@ -101,11 +103,16 @@ private slots:
         }
         std::vector<uint16_t> rounded(values.size());
         store_16bit(Precision::bf16, values.data(), rounded.data(), int64_t(values.size()));
-        for (size_t i = 0; i < values.size(); ++i)
+        std::vector<float> copied(values.size());
+        round_to_16bit_serial(Precision::bf16, values.data(), copied.data(), int64_t(values.size()));
+        for (size_t i = 0; i < values.size(); ++i) {
             QVERIFY2(rounded[i] == float_to_bf16(values[i]), qPrintable(QString("0x%1 -> 0x%2, scalar 0x%3")
                                                                             .arg(float_bits(values[i]), 8, 16)
                                                                             .arg(rounded[i], 4, 16)
                                                                             .arg(float_to_bf16(values[i]), 4, 16)));
+            const float scalar = bf16_to_float(float_to_bf16(values[i]));
+            QVERIFY2(same_bits(&copied[i], &scalar, 4), qPrintable(QString("0x%1 copied").arg(float_bits(values[i]), 8, 16)));
+        }
     }
 
     // load_16bit_rows and store_16bit_rows (a head's columns of a wider tensor): each row's

@@ -179,23 +179,52 @@ private slots:
         }
     }
 
-    void grad_multiplier_scales_grads_in_place() {
+    // Any multiplier (0.3 is inexact): the update equals the plain one on gradients multiplied
+    // and rounded to float first, as torch's unscale_ and clip_grad_norm_ leave them, bit for bit.
+    // (Multiplied inside the rule's expression, the product would be contracted into an FMA with
+    // the weight decay term: the decayed rules would differ in the last bit.) Long enough for
+    // several of the update's blocks and a tail.
+    void grad_multiplier_rounds_the_scaled_gradient_first() {
+        const int64_t n = 10'007;
+        const double multiplier = 0.3;
+        const auto initial = sequence(n, 2, 2.0f);
+        for (const OptimizerConfig& config : every_rule()) {
+            Trajectory plain = start(config, initial);
+            Trajectory scaled = start(config, initial);
+            for (int64_t s = 1; s <= 3; ++s) {
+                const auto grads = sequence(n, 200 + static_cast<uint32_t>(s), 1.0f);
+                std::vector<float> rounded(grads);
+                for (auto& g : rounded) g = g * static_cast<float>(multiplier);
+                step(plain, rounded, s);
+                step(scaled, grads, s, multiplier);
+            }
+            QVERIFY2(std::memcmp(plain.params.data(), scaled.params.data(), sizeof(float) * static_cast<size_t>(n)) == 0,
+                     qPrintable(describe(config)));
+            QVERIFY2(plain.state == scaled.state, qPrintable(describe(config)));
+        }
+    }
+
+    // The multiplier (loss-scale undo x clipping) scales the gradients as the rule reads them;
+    // the buffer stays as the backward left it (scaling it in place cost a write of it).
+    void grad_multiplier_scales_what_the_rule_reads_not_the_buffer() {
         OptimizerConfig config;
         config.kind = OptimizerKind::sgd;
         config.lr = 1.0;
         std::vector<float> params = {0.0f, 0.0f};
-        std::vector<float> grads = {1.0f, -3.0f};
+        const std::vector<float> grads = {1.0f, -3.0f};
         optimizer_step_cpu(config, params.data(), grads.data(), nullptr, 2, 1.0, 0.25, 1);
-        QCOMPARE(grads, (std::vector<float>{0.25f, -0.75f}));
+        QCOMPARE(grads, (std::vector<float>{1.0f, -3.0f}));
         QCOMPARE(params, (std::vector<float>{-0.25f, 0.75f}));
     }
 
-    // A 16-bit run's step rounds the working copy as it goes, and widens the ranges given
-    // (parameters its fp32 products read) from those codes: exactly the codes' values, on any
-    // thread count (ranges across blocks and chunks; the sanitizer stage would see a write past
-    // one).
+    // A 16-bit run's step rounds the working copy as it goes: the ranges given (parameters its
+    // fp32 products read) get the rounded values in fp32 and keep their old codes, the rest get
+    // new codes; exactly the scalar rounding's values, on any thread count (ranges across blocks
+    // and chunks, a gap and a short range between them; the sanitizer stage would see a write
+    // past one).
     void the_step_writes_the_working_copy_and_its_widened_ranges() {
         const int64_t n = 20'011;
+        const uint16_t untouched = 0x1234;
         const int default_threads = WorkerTeam::shared().members();
         OptimizerConfig config;
         config.kind = OptimizerKind::adamw;
@@ -204,21 +233,27 @@ private slots:
                 WorkerTeam::shared().resize(threads);
                 std::vector<float> params = sequence(n, 3, 2.0f), grads = sequence(n, 4, 1.0f);
                 std::vector<float> state(static_cast<size_t>(2 * n), 0.0f);
-                std::vector<uint16_t> codes(static_cast<size_t>(n), 0);
+                std::vector<uint16_t> codes(static_cast<size_t>(n), untouched);
                 std::vector<float> first(5000, -1.0f), second(7, -1.0f), third(6000, -1.0f);
                 const std::vector<WidenedParameter> widened = {{.begin = 0, .end = 5000, .values = first.data()},
                                                                {.begin = 5000, .end = 5007, .values = second.data()},
                                                                {.begin = 14000, .end = 20000, .values = third.data()}};
                 const WorkingCopy copy{.precision = precision, .codes = codes.data(), .widened = widened};
                 optimizer_step_cpu(config, params.data(), grads.data(), state.data(), n, 1e-3, 1.0, 1, n, &copy);
+                const QString where = QString(" on %1 threads, %2").arg(threads).arg(QString::fromStdString(to_string(precision)));
                 std::vector<uint16_t> want_codes(static_cast<size_t>(n));
                 store_16bit(precision, params.data(), want_codes.data(), n);
-                QVERIFY(codes == want_codes);
+                for (int64_t i = 0; i < n; ++i) {
+                    const bool in_widened = i < 5007 || (i >= 14000 && i < 20000);
+                    const uint16_t want = in_widened ? untouched : want_codes[static_cast<size_t>(i)];
+                    if (codes[static_cast<size_t>(i)] != want)
+                        QFAIL(qPrintable(QString("code %1 is %2, want %3").arg(i).arg(codes[static_cast<size_t>(i)]).arg(want) + where));
+                }
                 for (const WidenedParameter& w : widened) {
                     std::vector<float> want(static_cast<size_t>(w.end - w.begin));
-                    load_16bit(precision, codes.data() + w.begin, want.data(), w.end - w.begin);
+                    load_16bit(precision, want_codes.data() + w.begin, want.data(), w.end - w.begin);
                     QVERIFY2(std::memcmp(want.data(), w.values, want.size() * sizeof(float)) == 0,
-                             qPrintable(QString("[%1, %2) on %3 threads").arg(w.begin).arg(w.end).arg(threads)));
+                             qPrintable(QString("[%1, %2)").arg(w.begin).arg(w.end) + where));
                 }
             }
         WorkerTeam::shared().resize(default_threads);

@@ -67,10 +67,22 @@ struct OptimizerScalars {
 // `step` counts applied updates, 1-based (an update the loss scaler skips does not count).
 OptimizerScalars optimizer_scalars(const OptimizerConfig& config, double lr, int64_t step);
 
+// The L2 weight-decay term, grad + weight_decay * param, with one rounding where the target has
+// FMA: what GCC and nvcc contract it to anyway, spelled out so that a gradient the CPU's loop
+// scales as it reads it (optimizer_step.cpp) stays rounded before it is added, as torch's
+// unscaled gradient is, instead of the compiler contracting that product into the sum.
+TRAINBENCH_HOST_DEVICE inline float add_weight_decay(float grad, float weight_decay, float param) {
+#if defined(__CUDA_ARCH__) || defined(__FMA__)
+    return fmaf(weight_decay, param, grad);
+#else
+    return grad + weight_decay * param;
+#endif
+}
+
 TRAINBENCH_HOST_DEVICE inline float sgd_rule(float param, float grad, float& momentum_buffer, bool decay,
                                              const OptimizerScalars& s) {
     float d_p = grad;
-    if (decay) d_p = d_p + s.weight_decay * param;
+    if (decay) d_p = add_weight_decay(d_p, s.weight_decay, param);
     if (s.use_momentum) {
         float buf;
         if (s.first_step) {
@@ -88,7 +100,7 @@ TRAINBENCH_HOST_DEVICE inline float sgd_rule(float param, float grad, float& mom
 TRAINBENCH_HOST_DEVICE inline float adam_rule(float param, float grad, float& exp_avg, float& exp_avg_sq, bool decay,
                                               const OptimizerScalars& s) {
     if (s.decoupled && decay) param = param * s.shrink_factor;
-    if (!s.decoupled && decay) grad = grad + s.weight_decay * param;
+    if (!s.decoupled && decay) grad = add_weight_decay(grad, s.weight_decay, param);
     float m = exp_avg * s.beta1;
     m = m + s.one_minus_beta1 * grad;
     float v = exp_avg_sq * s.beta2;
@@ -101,7 +113,7 @@ TRAINBENCH_HOST_DEVICE inline float adam_rule(float param, float grad, float& ex
 
 TRAINBENCH_HOST_DEVICE inline float rmsprop_rule(float param, float grad, float& square_avg, float& momentum_buffer,
                                                  float& grad_avg, bool decay, const OptimizerScalars& s) {
-    if (decay) grad = grad + s.weight_decay * param;
+    if (decay) grad = add_weight_decay(grad, s.weight_decay, param);
     float sq = square_avg * s.alpha;
     sq = sq + s.one_minus_alpha * grad * grad;
     square_avg = sq;
@@ -126,7 +138,7 @@ TRAINBENCH_HOST_DEVICE inline float rmsprop_rule(float param, float grad, float&
 
 TRAINBENCH_HOST_DEVICE inline float adagrad_rule(float param, float grad, float& sum, bool decay,
                                                  const OptimizerScalars& s) {
-    if (decay) grad = grad + s.weight_decay * param;
+    if (decay) grad = add_weight_decay(grad, s.weight_decay, param);
     const float total = sum + grad * grad;
     sum = total;
     const float std_dev = std::sqrt(total) + s.eps;

@@ -19,11 +19,39 @@ namespace trainbench {
 namespace {
 
 // The fused update works through each thread's share in blocks this long (16 KiB of each of
-// the parameters, gradients and each state buffer), so the gradients it scales are still in
-// cache when the rule reads them.
+// the parameters, gradients and each state buffer), so that a 16-bit run's updated parameters
+// are still in cache when they are rounded into the working copy.
 constexpr int64_t kFusedBlock = 4096;
 
-void sgd_step(const OptimizerScalars& scalars, bool decay, float* params, const float* grads, float* momentum_buffer,
+// The gradients as a rule reads them: multiplied by the loss-scale undo x clipping factor in
+// registers, never written back. Scaling the buffer in place first cost a pass of its own and a
+// write of all of it every update (an fp16 MLP's, 7 MB); the trainer zeroes or overwrites the
+// gradients before it reads them again, as the CUDA kernels rely on too. The product is rounded
+// before the rules add anything to it, as torch's unscaled gradient is (add_weight_decay in
+// optimizer_rules.hpp); `factor` is 1 where nothing scales, and x * 1.0f is x.
+struct ScaledGradients {
+    const float* values;
+    float factor = 1.0f;
+    float operator[](int64_t i) const { return values[i] * factor; }
+};
+
+// A block [begin, end) of updated parameters into the working copy: a widened range gets the
+// rounded values in fp32, which its products read, and no codes, which nothing reads there; the
+// rest gets codes. (Writing the codes too cost a third of the step's extra stores in an fp16
+// MLP, every one of them a cache miss.)
+void refresh_working_copy(const WorkingCopy& copy, const float* params, int64_t begin, int64_t end) {
+    int64_t coded = begin;  // [begin, coded): coded, or inside a widened range
+    for (const WidenedParameter& w : copy.widened) {
+        const int64_t from = std::max(begin, w.begin), to = std::min(end, w.end);
+        if (from >= to) continue;
+        if (coded < from) store_16bit_serial(copy.precision, params + coded, copy.codes + coded, from - coded);
+        round_to_16bit_serial(copy.precision, params + from, w.values + (from - w.begin), to - from);
+        coded = std::max(coded, to);
+    }
+    if (coded < end) store_16bit_serial(copy.precision, params + coded, copy.codes + coded, end - coded);
+}
+
+void sgd_step(const OptimizerScalars& scalars, bool decay, float* params, ScaledGradients grads, float* momentum_buffer,
               int64_t begin, int64_t end) {
     const OptimizerScalars s = scalars;
     if (!s.use_momentum) {
@@ -38,7 +66,7 @@ void sgd_step(const OptimizerScalars& scalars, bool decay, float* params, const 
     for (int64_t i = begin; i < end; ++i) params[i] = sgd_rule(params[i], grads[i], momentum_buffer[i], decay, s);
 }
 
-void adam_step(const OptimizerScalars& scalars, bool decay, float* params, const float* grads, float* exp_avg,
+void adam_step(const OptimizerScalars& scalars, bool decay, float* params, ScaledGradients grads, float* exp_avg,
                float* exp_avg_sq, int64_t begin, int64_t end) {
     const OptimizerScalars s = scalars;
 #pragma omp simd
@@ -48,7 +76,7 @@ void adam_step(const OptimizerScalars& scalars, bool decay, float* params, const
 // One loop per combination of RMSprop's optional buffers, each with the flags as constants, so
 // that the loop has no branch left to keep it from vectorising.
 template <bool Momentum, bool Centered>
-void rmsprop_loop(const OptimizerScalars& scalars, bool decay, float* params, const float* grads,
+void rmsprop_loop(const OptimizerScalars& scalars, bool decay, float* params, ScaledGradients grads,
                   const RmspropBuffers& buffers, int64_t begin, int64_t end) {
     OptimizerScalars s = scalars;
     s.use_momentum = Momentum;
@@ -68,7 +96,7 @@ void rmsprop_loop(const OptimizerScalars& scalars, bool decay, float* params, co
 }
 
 void rmsprop_step(const OptimizerConfig& config, const OptimizerScalars& s, bool decay, float* params,
-                  const float* grads, float* state, int64_t n, int64_t begin, int64_t end) {
+                  ScaledGradients grads, float* state, int64_t n, int64_t begin, int64_t end) {
     const RmspropBuffers buffers = rmsprop_buffers(config, state, n);
     const bool momentum = buffers.momentum_buffer != nullptr, centered = buffers.grad_avg != nullptr;
     if (momentum && centered) rmsprop_loop<true, true>(s, decay, params, grads, buffers, begin, end);
@@ -77,7 +105,7 @@ void rmsprop_step(const OptimizerConfig& config, const OptimizerScalars& s, bool
     else rmsprop_loop<false, false>(s, decay, params, grads, buffers, begin, end);
 }
 
-void adagrad_step(const OptimizerScalars& scalars, bool decay, float* params, const float* grads, float* state_sum,
+void adagrad_step(const OptimizerScalars& scalars, bool decay, float* params, ScaledGradients grads, float* state_sum,
                   int64_t begin, int64_t end) {
     const OptimizerScalars s = scalars;
 #pragma omp simd
@@ -85,7 +113,7 @@ void adagrad_step(const OptimizerScalars& scalars, bool decay, float* params, co
 }
 
 // Runs config's rule over [begin, end).
-void apply_rule(const OptimizerConfig& config, const OptimizerScalars& s, bool decay, float* params, const float* grads,
+void apply_rule(const OptimizerConfig& config, const OptimizerScalars& s, bool decay, float* params, ScaledGradients grads,
                 float* state, int64_t n, int64_t begin, int64_t end) {
     if (begin >= end) return;
     switch (config.kind) {
@@ -95,12 +123,6 @@ void apply_rule(const OptimizerConfig& config, const OptimizerScalars& s, bool d
         case OptimizerKind::rmsprop: rmsprop_step(config, s, decay, params, grads, state, n, begin, end); return;
         case OptimizerKind::adagrad: adagrad_step(s, decay, params, grads, state, begin, end); return;
     }
-}
-
-void scale_in_place(float* values, int64_t begin, int64_t end, double multiplier) {
-    const float factor = as_float(multiplier);
-#pragma omp simd
-    for (int64_t i = begin; i < end; ++i) values[i] = values[i] * factor;
 }
 
 }  // namespace
@@ -127,7 +149,7 @@ void optimizer_init_state(const OptimizerConfig& config, float* state, int64_t n
     for (int64_t i = 0; i < total; ++i) state[i] = initial;
 }
 
-void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
+void optimizer_step_cpu(const OptimizerConfig& config, float* params, const float* grads,
                         float* state, int64_t n, double lr, double grad_multiplier,
                         int64_t step, int64_t decay_end, const WorkingCopy* working_copy) {
     if (step < 1) throw std::invalid_argument("optimizer_step_cpu: step is 1-based");
@@ -137,23 +159,13 @@ void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* gra
     // Element-wise rules: each slice of the flat arrays is updated independently, so the
     // result does not depend on how the work is split, nor on where the decayed group ends.
     const OptimizerScalars scalars = optimizer_scalars(config, lr, step);
-    // One pass: each block's gradients are scaled (loss-scale undo, clipping) and applied while
-    // they are in cache.
+    const ScaledGradients scaled{grads, as_float(grad_multiplier)};
     parallel_range(n, 8, [&](int64_t first, int64_t last) {
         for (int64_t begin = first; begin < last; begin += kFusedBlock) {
             const int64_t end = std::min(last, begin + kFusedBlock);
-            if (grad_multiplier != 1.0) scale_in_place(grads, begin, end, grad_multiplier);
-            apply_rule(config, scalars, scalars.decay, params, grads, state, n, begin, std::min(end, decay_end));
-            apply_rule(config, scalars, false, params, grads, state, n, std::max(begin, decay_end), end);
-            if (working_copy) {
-                store_16bit_serial(working_copy->precision, params + begin, working_copy->codes + begin, end - begin);
-                for (const WidenedParameter& w : working_copy->widened) {
-                    const int64_t from = std::max(begin, w.begin), to = std::min(end, w.end);
-                    if (from < to)
-                        load_16bit_serial(working_copy->precision, working_copy->codes + from, w.values + (from - w.begin),
-                                          to - from);
-                }
-            }
+            apply_rule(config, scalars, scalars.decay, params, scaled, state, n, begin, std::min(end, decay_end));
+            apply_rule(config, scalars, false, params, scaled, state, n, std::max(begin, decay_end), end);
+            if (working_copy) refresh_working_copy(*working_copy, params, begin, end);
         }
     });
 }
@@ -178,7 +190,7 @@ void optimizer_step_eager_cpu(const OptimizerConfig& config, float* params, floa
     };
     auto one_pass = [&](const OptimizerConfig& c, int64_t begin, int64_t end) {
         const OptimizerScalars scalars = optimizer_scalars(c, lr, step);
-        apply_rule(c, scalars, scalars.decay, params, grads, state, n, begin, end);
+        apply_rule(c, scalars, scalars.decay, params, ScaledGradients{grads}, state, n, begin, end);
     };
     for_each_eager_optimizer_op(config, params, grads, state, n, lr, grad_multiplier, step, decay_end, tensors, scratch,
                                 run, one_pass);

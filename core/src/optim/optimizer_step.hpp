@@ -27,22 +27,24 @@ struct WidenedParameter {
     int64_t begin = 0, end = 0;
     float* values = nullptr;
 };
-// One update: grads are first multiplied by grad_multiplier (loss-scale undo x clipping),
-// then the rule for config.kind is applied with learning rate lr. step is 1-based.
+// One update: the rule for config.kind applied with learning rate lr to the gradients times
+// grad_multiplier (loss-scale undo x clipping; multiplied as the rule reads them, the buffer
+// is left as it is). step is 1-based.
 // Parallel over n on the engine's WorkerTeam; the result does not depend on the thread count.
 // Weight decay applies to [0, decay_end) only (parameter groups as nanoGPT's: the store puts
 // the decayed tensors first); decay_end -1 decays all n.
 // working_copy (16-bit runs, --fused on): each block of updated parameters is also rounded
-// into these 16-bit codes (indexed as params) while it is in cache, the working copy the
-// products read.
+// into the working copy the products read while it is in cache, instead of in a pass of its
+// own before the next forward.
 struct WorkingCopy {
     Precision precision = Precision::bf16;
-    uint16_t* codes = nullptr;
-    // Written from the codes as each block is rounded, while they are in cache, instead of in a
-    // pass of their own before the next forward.
+    uint16_t* codes = nullptr;  // indexed as params
+    // Parameters whose products read them widened to fp32 (sorted by begin): they get the
+    // rounded values there and not their codes, which keep what the last full rounding wrote.
+    // Only parameters that nothing reads as codes belong here.
     std::span<const WidenedParameter> widened;
 };
-void optimizer_step_cpu(const OptimizerConfig& config, float* params, float* grads,
+void optimizer_step_cpu(const OptimizerConfig& config, float* params, const float* grads,
                         float* state, int64_t n, double lr, double grad_multiplier,
                         int64_t step, int64_t decay_end = -1, const WorkingCopy* working_copy = nullptr);
 

@@ -80,23 +80,23 @@ void load_16bit(Precision precision, const uint16_t* source, float* destination,
     });
 }
 
-void round_to_16bit_serial(Precision precision, float* values, int64_t n) {
+void round_to_16bit_serial(Precision precision, const float* source, float* destination, int64_t n) {
     if (precision == Precision::bf16) {
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) values[i] = bf16_to_float(float_to_bf16(values[i]));
+        for (int64_t i = 0; i < n; ++i) destination[i] = bf16_to_float(float_to_bf16(source[i]));
     } else {
         int64_t i = 0;
 #if defined(__AVX512F__)
         for (; i + 16 <= n; i += 16)
-            _mm512_storeu_ps(values + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(values + i),
-                                                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+            _mm512_storeu_ps(destination + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(source + i),
+                                                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
 #endif
 #if defined(__F16C__)
         for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(values + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(values + i),
-                                                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+            _mm256_storeu_ps(destination + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(source + i),
+                                                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
 #endif
-        for (; i < n; ++i) values[i] = fp16_to_float(float_to_fp16(values[i]));
+        for (; i < n; ++i) destination[i] = fp16_to_float(float_to_fp16(source[i]));
     }
 }
 

@@ -80,8 +80,12 @@ void store_16bit_rows(Precision precision, const float* source, int64_t source_r
                       int64_t destination_row, int64_t rows, int64_t columns);
 // Rounds in place to the nearest value representable in 16 bits (fp16 overflows to inf).
 void round_to_16bit(Precision precision, float* values, int64_t n);
-// The same on the calling thread (inside a kernel that already has its share of the work).
-void round_to_16bit_serial(Precision precision, float* values, int64_t n);
+// The same on the calling thread (inside a kernel that already has its share of the work),
+// in place or from `source` into `destination`.
+void round_to_16bit_serial(Precision precision, const float* source, float* destination, int64_t n);
+inline void round_to_16bit_serial(Precision precision, float* values, int64_t n) {
+    round_to_16bit_serial(precision, values, values, n);
+}
 
 }  // namespace trainbench
 

@@ -559,8 +559,11 @@ private:
     // --- A linear op's products in oneDNN (PackedLinear::onednn)
     bool bf16_products() const { return plan_.products == ProductKernel::onednn_bf16; }
     MatmulOperands onednn_operands() const { return bf16_products() ? MatmulOperands::bf16 : MatmulOperands::f32; }
-    // What widen_for_onednn widens, for the fused optimizer step to widen as it rounds: every
-    // linear op's widened W and bias, where trainable (frozen ones stay as set_weights left them).
+    // What widen_for_onednn widens, for the fused optimizer step to write as it rounds: every
+    // linear op's widened W and bias, where trainable (frozen ones stay as set_weights left them),
+    // sorted by place. The step writes no codes for them: after it, nothing reads those (the
+    // products read the widened copy, LayerNorm and the embedding the fp32 weights, and
+    // widen_for_onednn reads them only after a full rounding, !widened_in_update_).
     std::vector<WidenedParameter> widened_parameters() const {
         std::vector<WidenedParameter> widened;
         for (size_t o = 0; o < plan_.model.ops.size(); ++o) {
@@ -579,6 +582,7 @@ private:
             add(0, p.widened_weight_offset);
             add(1, p.widened_bias_offset);
         }
+        std::sort(widened.begin(), widened.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
         return widened;
     }
     // 16-bit runs: W (fp32 products) and the bias widened from the working copy, once per update.

@@ -24,9 +24,9 @@ __device__ __forceinline__ void store_working_copy(void* params_16, int64_t i, f
     if constexpr (!std::is_same_v<T, float>) static_cast<T*>(params_16)[i] = store_from_float<T>(value);
 }
 
-// The scaled gradient is used in registers and not written back (the CPU rule scales the
-// buffer in place); the loop always zeroes the gradients before they are read again, so the
-// update is the same and the kernel saves a full write of the gradient buffer.
+// The scaled gradient is used in registers and not written back, as on the CPU
+// (optim/optimizer_step.cpp); the loop always zeroes the gradients before they are read again,
+// so the kernel saves a full write of the gradient buffer.
 __device__ __forceinline__ float scaled_grad(const float* grads, int64_t i, GradScale scale) {
     const float g = grads[i];
     return scale.scales ? g * scale.factor : g;
