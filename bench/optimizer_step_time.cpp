@@ -2,10 +2,10 @@
 // it (784-1024-1024-10, Adam, 1,863,690 parameters), on the engine's worker team: fp32; fp16
 // (the loss-scale undo as the gradient multiplier, the 16-bit working copy with the linear
 // weights widened for fp32 products, as on a CPU without fp16 products); bf16 with fp32 products
-// (a CPU without bf16 products: widened too, no multiplier). Before each step the gradients are
-// written, as a backward leaves them, and 64 MiB are read, as the forward and backward push the
-// optimizer's arrays out of the caches. Prints each case's median step over the repeats, with
-// the lowest and highest.
+// (a CPU without bf16 products: widened too, no multiplier). Before each step 64 MiB are read,
+// as the forward and backward push the optimizer's arrays out of the caches, and then the
+// gradients are written, as a backward leaves them (so they alone may still be cached). Prints
+// each case's median step over the repeats, with the lowest and highest.
 //
 //     optimizer_step_time [--threads 2] [--repeats 200]
 #include <algorithm>
@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "usage: %s [--threads N (2)] [--repeats N (200)]\n", argv[0]);
             return 2;
         }
+    }
+    if (threads < 1 || repeats < 1) {
+        std::fprintf(stderr, "%s: --threads and --repeats take a number of 1 or more\n", argv[0]);
+        return 2;
     }
     trainbench::WorkerTeam::shared().resize(threads);
 

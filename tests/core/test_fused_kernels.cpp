@@ -541,6 +541,20 @@ private slots:
         const MemoryTraffic eager16 = count_memory_traffic(plan(gpt, false, false, Precision::bf16, adamw), adamw);
         QCOMPARE(fused16.optimizer, n * 4 * 7 + n * 2);
         QCOMPARE(eager16.optimizer, eager.optimizer + n * 6);
+        // With oneDNN's fp32 products the linear ops' weights and biases are widened for them:
+        // the fused update writes those 4 bytes each instead of their codes; eager rounds every
+        // code, then widens those weights in a pass reading the codes (2 + 4).
+        int64_t widened = 0;
+        for (const OpDesc& op : gpt.ops)
+            if (op.kind == OpKind::linear)
+                for (int p : op.params) widened += gpt.params[size_t(p)].numel();
+        QVERIFY(widened > n / 2 && widened < n);
+        auto on_onednn = [&](bool fused) {
+            return count_memory_traffic(plan(gpt, fused, false, Precision::fp16, adamw, ProductKernel::onednn_f32), adamw);
+        };
+        const MemoryTraffic eager_onednn = count_memory_traffic(plan(gpt, false, false, Precision::fp32, adamw, ProductKernel::onednn_f32), adamw);
+        QCOMPARE(on_onednn(true).optimizer, n * 4 * 7 + (n - widened) * 2 + widened * 4);
+        QCOMPARE(on_onednn(false).optimizer, eager_onednn.optimizer + n * 6 + widened * 6);
         // Eager attention holds every head's gradient of the probabilities; the optimizer its
         // temporaries: more workspace.
         QVERIFY(eager_plan.planned_bytes()[size_t(MemoryCategory::workspace)] >

@@ -109,8 +109,9 @@ public:
     // Squared L2 norm over all gradients as accumulated (still multiplied by the loss scale);
     // inf or NaN when any gradient is not finite.
     virtual double grad_norm_squared() = 0;
-    // Multiplies the gradients by grad_multiplier (unscale x clip coefficient), then applies
-    // one optimizer update with learning rate lr. `step` is the 1-based optimizer step count.
+    // One optimizer update with learning rate lr on the gradients times grad_multiplier (unscale
+    // x clip coefficient). `step` is the 1-based optimizer step count. The gradients are not
+    // read again before the next zero_grad.
     virtual void optimizer_step(double lr, double grad_multiplier, int64_t step) = 0;
     virtual EvalTotals evaluate(const MicroBatch& batch) = 0;
     // Runs the forward pass of `batch` and writes the logits of its first sample's row `row`

@@ -10,7 +10,8 @@
 //     results from output stagings, unless a backend's kernel reads or writes the 16-bit storage
 //     itself (then the backend says so at that op: "stored");
 //   - the optimizer step refreshes the working copy from the master weights once per update
-//     (optim/optimizer_step.cpp, the CUDA optimizer kernels);
+//     (optim/optimizer_step.cpp, the CUDA optimizer kernels; on the CPU, weights its fp32
+//     products read get their widened copy instead of codes);
 //   - the products round their output gradient to 16 bits (16-bit operands, fp32 accumulation,
 //     as tensor cores multiply); activation gradients stay fp32;
 //   - fp16 scales the loss (precision/loss_scaler.*) so that small gradients survive.

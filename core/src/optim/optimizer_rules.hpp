@@ -67,13 +67,16 @@ struct OptimizerScalars {
 // `step` counts applied updates, 1-based (an update the loss scaler skips does not count).
 OptimizerScalars optimizer_scalars(const OptimizerConfig& config, double lr, int64_t step);
 
-// The L2 weight-decay term, grad + weight_decay * param, with one rounding where the target has
-// FMA: what GCC and nvcc contract it to anyway, spelled out so that a gradient the CPU's loop
+// The L2 weight-decay term, grad + weight_decay * param. On a CPU with FMA it is one rounding,
+// what GCC (from -O2) contracts it to anyway, spelled out so that a gradient the CPU's loop
 // scales as it reads it (optimizer_step.cpp) stays rounded before it is added, as torch's
-// unscaled gradient is, instead of the compiler contracting that product into the sum.
+// unscaled gradient is, instead of the compiler contracting that product into the sum. (Builds
+// at -O1 and below, the sanitizers' among them, used to round the two terms apart; now they
+// compute what Release does.) On the GPU the expression stays as written: the kernels' PTX is
+// what it was before this.
 TRAINBENCH_HOST_DEVICE inline float add_weight_decay(float grad, float weight_decay, float param) {
-#if defined(__CUDA_ARCH__) || defined(__FMA__)
-    return fmaf(weight_decay, param, grad);
+#if !defined(__CUDA_ARCH__) && (defined(__FMA__) || defined(__ARM_FEATURE_FMA))
+    return std::fma(weight_decay, param, grad);
 #else
     return grad + weight_decay * param;
 #endif

@@ -665,6 +665,26 @@ BytesByCategory GraphPlan::planned_bytes() const {
     return bytes;
 }
 
+std::vector<WidenedTrainableParam> widened_trainable_params(const GraphPlan& plan) {
+    std::vector<WidenedTrainableParam> widened;
+    for (size_t o = 0; o < plan.model.ops.size(); ++o) {
+        const OpDesc& op = plan.model.ops[o];
+        const PackedLinear& p = plan.packed[o];
+        if (!p.onednn) continue;
+        auto add = [&](size_t k, int64_t offset) {
+            if (offset < 0) return;  // none (a linear op without a bias has no params[1])
+            const int param = op.params[k];
+            if (plan.model.params[static_cast<size_t>(param)].trainable) widened.push_back({param, offset});
+        };
+        add(0, p.widened_weight_offset);
+        add(1, p.widened_bias_offset);
+    }
+    std::sort(widened.begin(), widened.end(), [&](const WidenedTrainableParam& a, const WidenedTrainableParam& b) {
+        return plan.params.offset[static_cast<size_t>(a.param)] < plan.params.offset[static_cast<size_t>(b.param)];
+    });
+    return widened;
+}
+
 int rebuilt_segments(const GraphPlan& plan) {
     std::set<int> segments;
     for (const OpDesc& op : plan.model.ops)

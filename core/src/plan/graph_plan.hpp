@@ -276,6 +276,16 @@ struct PlanOptions {
 
 GraphPlan make_graph_plan(const ModelDesc& model, int64_t micro_batch, const PlanOptions& options);
 
+// A trainable parameter a 16-bit run widens once per update for its op's fp32 products (a
+// linear op's W or bias on oneDNN, PackedLinear's widened offsets), and where its widened copy
+// goes in the packed block. The fused optimizer step writes these widened, without their
+// 16-bit codes (optim/optimizer_step.hpp, WorkingCopy::widened). Sorted by place in the store.
+struct WidenedTrainableParam {
+    int param = -1;
+    int64_t packed_offset = 0;  // floats into the packed block
+};
+std::vector<WidenedTrainableParam> widened_trainable_params(const GraphPlan& plan);
+
 // Gradient checkpointing: how many segments run their forward ops again in every backward (the
 // executor's rule, exec/gradient_checkpointing.cpp: each segment but the one still resident after
 // the forward); 0 without checkpointing.

@@ -204,9 +204,18 @@ MemoryTraffic count_memory_traffic(const GraphPlan& plan, const OptimizerConfig&
     traffic.optimizer = 4 * (decayed * optimizer_floats_per_element(plan, optimizer, true) +
                              (shard.size() - decayed) * optimizer_floats_per_element(plan, optimizer, false));
     // 16-bit runs round the master weights into the working copy: fused (one process) as the
-    // update writes them, otherwise in a pass of its own that reads them again.
-    if (plan.sixteen_bit())
-        traffic.optimizer += plan.params.trainable_end * (plan.fused && plan.optimizer_shard.size() == plan.params.trainable_end ? 2 : 4 + 2);
+    // update writes them, the weights that fp32 products read widened (4 bytes) and the rest as
+    // codes (2); otherwise in a pass of its own that reads them again and writes every code,
+    // and another that widens those weights from their codes.
+    if (plan.sixteen_bit()) {
+        int64_t widened = 0;
+        for (const WidenedTrainableParam& w : widened_trainable_params(plan)) widened += plan.param_range(w.param).size();
+        const int64_t trainable = plan.params.trainable_end;
+        if (plan.fused && plan.optimizer_shard.size() == trainable)
+            traffic.optimizer += (trainable - widened) * 2 + widened * 4;
+        else
+            traffic.optimizer += trainable * (4 + 2) + widened * (2 + 4);
+    }
     return traffic;
 }
 

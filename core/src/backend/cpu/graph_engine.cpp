@@ -559,30 +559,17 @@ private:
     // --- A linear op's products in oneDNN (PackedLinear::onednn)
     bool bf16_products() const { return plan_.products == ProductKernel::onednn_bf16; }
     MatmulOperands onednn_operands() const { return bf16_products() ? MatmulOperands::bf16 : MatmulOperands::f32; }
-    // What widen_for_onednn widens, for the fused optimizer step to write as it rounds: every
-    // linear op's widened W and bias, where trainable (frozen ones stay as set_weights left them),
-    // sorted by place. The step writes no codes for them: after it, nothing reads those (the
-    // products read the widened copy, LayerNorm and the embedding the fp32 weights, and
-    // widen_for_onednn reads them only after a full rounding, !widened_in_update_).
+    // The parameters the plan widens (widened_trainable_params), as the fused optimizer step
+    // writes them. It writes no codes for them: after it, nothing reads those (their products
+    // read the widened copy, and widen_for_onednn reads the codes only after a full rounding,
+    // !widened_in_update_). DoRA reads its W and bias as codes (product_param), which holds
+    // because LoRA freezes the base: frozen parameters are not in the list.
     std::vector<WidenedParameter> widened_parameters() const {
         std::vector<WidenedParameter> widened;
-        for (size_t o = 0; o < plan_.model.ops.size(); ++o) {
-            const OpDesc& op = plan_.model.ops[o];
-            const PackedLinear& p = plan_.packed[o];
-            if (!p.onednn) continue;
-            auto add = [&](size_t k, int64_t offset) {
-                if (offset < 0) return;  // none (a linear op without a bias has no params[1])
-                const int param = op.params[k];
-                if (!trainable(param)) return;
-                const int64_t begin = plan_.params.offset[static_cast<size_t>(param)];
-                widened.push_back({.begin = begin,
-                                   .end = begin + plan_.model.params[static_cast<size_t>(param)].numel(),
-                                   .values = buffers_.packed_weights + offset});
-            };
-            add(0, p.widened_weight_offset);
-            add(1, p.widened_bias_offset);
+        for (const WidenedTrainableParam& w : widened_trainable_params(plan_)) {
+            const ShardRange range = plan_.param_range(w.param);
+            widened.push_back({.begin = range.begin, .end = range.end, .values = buffers_.packed_weights + w.packed_offset});
         }
-        std::sort(widened.begin(), widened.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
         return widened;
     }
     // 16-bit runs: W (fp32 products) and the bias widened from the working copy, once per update.
